@@ -1,0 +1,298 @@
+#include "config/reader.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "config/presets.hpp"
+
+namespace dtsim::config {
+
+std::string Diagnostic::to_string() const {
+  std::string out = where.file.empty() ? std::string("<input>") : where.file;
+  if (where.line > 0) out += fmt::format(":{}:{}", where.line, where.column);
+  out += ": ";
+  if (!field.empty()) out += field + ": ";
+  out += message;
+  return out;
+}
+
+void Diagnostics::error(Location where, std::string field, std::string message) {
+  items_.push_back(Diagnostic{std::move(where), std::move(field), std::move(message)});
+}
+
+std::string Diagnostics::to_string() const {
+  std::string out;
+  for (const auto& d : items_) out += "error: " + d.to_string() + "\n";
+  return out;
+}
+
+void SourceMap::add(const std::string& field, Location where) { entries_.insert_or_assign(field, std::move(where)); }
+void SourceMap::add_if_absent(const std::string& field, Location where) { entries_.emplace(field, std::move(where)); }
+
+Location SourceMap::find(const std::string& field) const {
+  std::string f = field;
+  while (true) {
+    const auto it = entries_.find(f);
+    if (it != entries_.end()) return it->second;
+    // Drop the last component: "a.b[2].c" -> "a.b[2]" -> "a.b" -> "a" -> "".
+    const auto dot = f.find_last_of(".[");
+    if (dot == std::string::npos) break;
+    f.erase(dot);
+  }
+  const auto it = entries_.find("");
+  return it == entries_.end() ? Location{} : it->second;
+}
+
+void LoadContext::report(const Error& e) { diagnostics.error(sources.find(e.field), e.field, e.message); }
+
+Location location_of(const YAML::Node& n, const std::string& file) {
+  const YAML::Mark m = n.Mark();
+  if (m.is_null()) return Location{file, 0, 0};
+  return Location{file, m.line + 1, m.column + 1};
+}
+
+std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& file, LoadContext& ctx) {
+  try {
+    YAML::Node n = YAML::Load(text);
+    if (!n || n.IsNull()) {
+      ctx.diagnostics.error(Location{file, 1, 1}, "", "the file is empty");
+      return std::nullopt;
+    }
+    ctx.sources.add("", location_of(n, file));
+    return n;
+  } catch (const YAML::ParserException& e) {
+    ctx.diagnostics.error(Location{file, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    ctx.diagnostics.error(Location{file, 0, 0}, "", std::string("malformed YAML: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<YAML::Node> load_yaml_file(const std::string& path, LoadContext& ctx) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ctx.diagnostics.error(Location{path, 0, 0}, "", "cannot open the file");
+    return std::nullopt;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_yaml(ss.str(), path, ctx);
+}
+
+MapReader::MapReader(YAML::Node node, std::string path, std::string file, LoadContext& ctx)
+    : node_(std::move(node)), path_(std::move(path)), file_(std::move(file)), ctx_(&ctx) {
+  if (!node_.IsMap()) {
+    ok_ = false;
+    ctx_->diagnostics.error(location(), path_, "expected a mapping of key: value pairs");
+    node_ = YAML::Node(YAML::NodeType::Map);
+  }
+  ctx_->sources.add_if_absent(path_, location());
+}
+
+bool MapReader::has(const std::string& key) const {
+  const YAML::Node n = node_[key];
+  return n.IsDefined() && !n.IsNull();
+}
+
+Location MapReader::location() const { return location_of(node_, file_); }
+
+Location MapReader::location(const std::string& key) const {
+  // The key's own position ("switches:"), which reads better than where its value starts.
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return location_of(it->first, file_);
+  }
+  return location();
+}
+
+void MapReader::error(const std::string& key, std::string message) const {
+  ctx_->diagnostics.error(location(key), field(key), std::move(message));
+}
+
+void MapReader::error_here(std::string message) const { ctx_->diagnostics.error(location(), path_, std::move(message)); }
+
+YAML::Node MapReader::node(const std::string& key) {
+  used_.insert(key);
+  YAML::Node n = node_[key];
+  if (n.IsDefined()) ctx_->sources.add(field(key), location(key));
+  return n;
+}
+
+std::optional<std::string> MapReader::scalar(const std::string& key, bool required) {
+  YAML::Node n = node(key);
+  if (!n.IsDefined() || n.IsNull()) {
+    if (required) error(key, "is required");
+    return std::nullopt;
+  }
+  if (!n.IsScalar()) {
+    error(key, "expected a single value, not a list or mapping");
+    return std::nullopt;
+  }
+  return n.Scalar();
+}
+
+std::optional<std::string> MapReader::string(const std::string& key, bool required) { return scalar(key, required); }
+
+std::optional<std::int64_t> MapReader::integer(const std::string& key, bool required, std::int64_t min, std::int64_t max) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  std::int64_t v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stoll(*s, &used, 10);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != s->size()) {
+    error(key, fmt::format("'{}' is not a whole number", *s));
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    error(key, fmt::format("{} is out of range (expected {} to {})", v, min, max));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> MapReader::number(const std::string& key, bool required, double min, double max) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(*s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != s->size() || !std::isfinite(v)) {
+    error(key, fmt::format("'{}' is not a number", *s));
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    error(key, fmt::format("{} is out of range (expected {} to {})", v, min, max));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<bool> MapReader::boolean(const std::string& key, bool required) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  if (*s == "true" || *s == "yes" || *s == "on") return true;
+  if (*s == "false" || *s == "no" || *s == "off") return false;
+  error(key, fmt::format("'{}' is not true or false", *s));
+  return std::nullopt;
+}
+
+std::optional<Bytes> MapReader::bytes(const std::string& key, bool required) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  auto v = parse_bytes(*s);
+  if (!v) {
+    error(key, v.error().message);
+    return std::nullopt;
+  }
+  return *v;
+}
+
+std::optional<Bandwidth> MapReader::bandwidth(const std::string& key, bool required) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  auto v = parse_bandwidth(*s);
+  if (!v) {
+    error(key, v.error().message);
+    return std::nullopt;
+  }
+  if (!(v->bytes_per_s() > 0)) {
+    error(key, fmt::format("'{}': a bandwidth must be positive", *s));
+    return std::nullopt;
+  }
+  return *v;
+}
+
+std::optional<Time> MapReader::time(const std::string& key, bool required) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  auto v = parse_time(*s);
+  if (!v) {
+    error(key, v.error().message);
+    return std::nullopt;
+  }
+  return *v;
+}
+
+std::optional<FlopRate> MapReader::flop_rate(const std::string& key, bool required) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  auto v = parse_flop_rate(*s);
+  if (!v) {
+    error(key, v.error().message);
+    return std::nullopt;
+  }
+  if (!(v->flops_per_s() > 0)) {
+    error(key, fmt::format("'{}': a compute rate must be positive", *s));
+    return std::nullopt;
+  }
+  return *v;
+}
+
+std::optional<std::vector<std::int64_t>> MapReader::int_list(const std::string& key, bool required, std::int64_t min,
+                                                            std::int64_t max) {
+  YAML::Node n = node(key);
+  if (!n.IsDefined() || n.IsNull()) {
+    if (required) error(key, "is required");
+    return std::nullopt;
+  }
+  if (!n.IsSequence()) {
+    error(key, "expected a list such as [0, 1]");
+    return std::nullopt;
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node item = n[i];
+    std::int64_t v = 0;
+    std::size_t used = 0;
+    const std::string s = item.IsScalar() ? item.Scalar() : std::string();
+    try {
+      v = std::stoll(s, &used, 10);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size() || v < min || v > max) {
+      ctx_->diagnostics.error(location_of(item, file_), fmt::format("{}[{}]", field(key), i),
+                              fmt::format("'{}' is not a whole number from {} to {}", s, min, max));
+      return std::nullopt;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::optional<MapReader> MapReader::map(const std::string& key, bool required) {
+  YAML::Node n = node(key);
+  if (!n.IsDefined() || n.IsNull()) {
+    if (required) error(key, "is required");
+    return std::nullopt;
+  }
+  MapReader r(n, field(key), file_, *ctx_);
+  if (!r.ok()) return std::nullopt;
+  return r;
+}
+
+void MapReader::finish(const std::vector<std::string>& also_known) {
+  if (!ok_) return;
+  std::vector<std::string> known(used_.begin(), used_.end());
+  known.insert(known.end(), also_known.begin(), also_known.end());
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string key = it->first.as<std::string>("");
+    if (used_.count(key) || std::find(also_known.begin(), also_known.end(), key) != also_known.end()) continue;
+    const std::string hint = closest(key, known);
+    ctx_->diagnostics.error(location_of(it->first, file_), field(key),
+                            hint.empty() ? "unknown field" : fmt::format("unknown field (did you mean '{}'?)", hint));
+  }
+}
+
+}  // namespace dtsim::config

@@ -1,0 +1,772 @@
+#include "hw/topology.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/graph/reverse_graph.hpp>
+#include <fmt/format.h>
+
+namespace dtsim::hw {
+
+namespace {
+
+constexpr std::int64_t kUnreachable = std::numeric_limits<std::int64_t>::max() / 4;
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser: a fixed, portable hash
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+bool is_transit(VertexKind k) {
+  return k == VertexKind::cpu || k == VertexKind::pcie_switch || k == VertexKind::nvswitch ||
+         k == VertexKind::fabric_switch;
+}
+
+std::string_view kind_name(VertexKind k) {
+  switch (k) {
+    case VertexKind::gpu: return "gpu";
+    case VertexKind::cpu: return "cpu";
+    case VertexKind::pcie_switch: return "pcie";
+    case VertexKind::nvswitch: return "nvswitch";
+    case VertexKind::nic: return "nic";
+    case VertexKind::fabric_switch: return "switch";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::int64_t routing_cost(Bandwidth bw, Time latency) {
+  const double mib_ps = std::ceil(1048576.0 / bw.bytes_per_s() * 1e12);
+  return latency.picoseconds() + static_cast<std::int64_t>(mib_ps);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodeTemplate
+
+int NodeTemplate::add_vertex(VertexKind kind, int index) {
+  vertices_.push_back(Vertex{kind, -1, index});
+  return static_cast<int>(vertices_.size() - 1);
+}
+
+void NodeTemplate::add_duplex(int a, int b, const LinkType& type, Bandwidth bw) {
+  for (auto [s, d] : {std::pair{a, b}, std::pair{b, a}}) {
+    TopoLink l;
+    l.src = static_cast<std::uint32_t>(s);
+    l.dst = static_cast<std::uint32_t>(d);
+    l.kind = type.kind;
+    l.bandwidth = bw;
+    l.latency = type.latency;
+    l.type = type.name;
+    links_.push_back(std::move(l));
+  }
+}
+
+Expected<NodeTemplate> NodeTemplate::build(const NodeSpec& spec, int gpus_used) {
+  NodeTemplate t;
+  t.spec_ = spec;
+  if (spec.gpus <= 0) return Error("a node needs at least one GPU", "gpus");
+  if (gpus_used <= 0 || gpus_used > spec.gpus) {
+    return Error(fmt::format("{} GPUs per node requested but node '{}' has {}", gpus_used, spec.name, spec.gpus),
+                 "gpus_per_node");
+  }
+  if (spec.cpus <= 0) return Error("a node needs at least one CPU socket", "cpus");
+  if (spec.cpus > 1 && !spec.cpu_link) {
+    return Error(fmt::format("node '{}' has {} CPU sockets but no cpu_interconnect link", spec.name, spec.cpus),
+                 "cpu_interconnect");
+  }
+  t.gpus_ = gpus_used;
+  for (int g = 0; g < gpus_used; ++g) t.add_vertex(VertexKind::gpu, g);
+  t.first_cpu_ = static_cast<int>(t.vertices_.size());
+  for (int c = 0; c < spec.cpus; ++c) t.add_vertex(VertexKind::cpu, c);
+  for (int a = 0; a < spec.cpus; ++a) {
+    for (int b = a + 1; b < spec.cpus; ++b) t.add_duplex(t.cpu_vertex(a), t.cpu_vertex(b), *spec.cpu_link, spec.cpu_link->bandwidth);
+  }
+
+  // PCIe: every GPU in use and every NIC must hang below exactly one group.
+  std::vector<int> gpu_group(static_cast<std::size_t>(spec.gpus), -1), nic_group(static_cast<std::size_t>(spec.nics), -1);
+  std::vector<int> group_vertex;
+  t.gpu_cpu_.assign(static_cast<std::size_t>(gpus_used), 0);
+  for (std::size_t i = 0; i < spec.pcie_groups.size(); ++i) {
+    const PcieGroup& grp = spec.pcie_groups[i];
+    const std::string field = fmt::format("pcie.switches[{}]", i);
+    if (grp.cpu < 0 || grp.cpu >= spec.cpus) {
+      return Error(fmt::format("CPU {} does not exist (the node has {})", grp.cpu, spec.cpus), field + ".cpu");
+    }
+    for (int g : grp.gpus) {
+      if (g < 0 || g >= spec.gpus) return Error(fmt::format("GPU {} does not exist (the node has {})", g, spec.gpus), field + ".gpus");
+      if (gpu_group[static_cast<std::size_t>(g)] >= 0) return Error(fmt::format("GPU {} is attached twice", g), field + ".gpus");
+      gpu_group[static_cast<std::size_t>(g)] = static_cast<int>(i);
+    }
+    for (int n : grp.nics) {
+      if (n < 0 || n >= spec.nics) return Error(fmt::format("NIC {} does not exist (the node has {})", n, spec.nics), field + ".nics");
+      if (nic_group[static_cast<std::size_t>(n)] >= 0) return Error(fmt::format("NIC {} is attached twice", n), field + ".nics");
+      nic_group[static_cast<std::size_t>(n)] = static_cast<int>(i);
+    }
+    group_vertex.push_back(grp.direct ? t.cpu_vertex(grp.cpu) : t.add_vertex(VertexKind::pcie_switch, static_cast<int>(i)));
+  }
+  for (int g = 0; g < gpus_used; ++g) {
+    if (gpu_group[static_cast<std::size_t>(g)] < 0) {
+      return Error(fmt::format("GPU {} of node '{}' is not attached to PCIe (list it under pcie.switches)", g, spec.name), "pcie.switches");
+    }
+  }
+  for (int n = 0; n < spec.nics; ++n) {
+    if (nic_group[static_cast<std::size_t>(n)] < 0) {
+      return Error(fmt::format("NIC {} of node '{}' is not attached to PCIe (list it under pcie.switches)", n, spec.name), "pcie.switches");
+    }
+  }
+
+  if (spec.nvlink_topology == NvlinkTopology::nvswitch) {
+    if (!spec.nvlink || spec.nvlink_links_per_gpu <= 0) {
+      return Error("an NVSwitch node needs nvlink.link and nvlink.links_per_gpu > 0", "nvlink");
+    }
+    t.nvswitch_ = t.add_vertex(VertexKind::nvswitch, 0);
+  }
+  t.first_nic_ = static_cast<int>(t.vertices_.size());
+  for (int n = 0; n < spec.nics; ++n) t.add_vertex(VertexKind::nic, n);
+
+  for (std::size_t i = 0; i < spec.pcie_groups.size(); ++i) {
+    const PcieGroup& grp = spec.pcie_groups[i];
+    const int gv = group_vertex[i];
+    if (!grp.direct) t.add_duplex(gv, t.cpu_vertex(grp.cpu), spec.pcie, spec.pcie.bandwidth);
+    for (int g : grp.gpus) {
+      if (g >= gpus_used) continue;
+      t.add_duplex(t.gpu_vertex(g), gv, spec.pcie, spec.pcie.bandwidth);
+      t.gpu_cpu_[static_cast<std::size_t>(g)] = t.cpu_vertex(grp.cpu);
+    }
+    for (int n : grp.nics) t.add_duplex(t.nic_vertex(n), gv, spec.pcie, spec.pcie.bandwidth);
+  }
+
+  if (spec.nvlink_topology == NvlinkTopology::nvswitch) {
+    const Bandwidth bw = spec.nvlink->bandwidth * static_cast<double>(spec.nvlink_links_per_gpu);
+    for (int g = 0; g < gpus_used; ++g) t.add_duplex(t.gpu_vertex(g), t.nvswitch_, *spec.nvlink, bw);
+  } else if (spec.nvlink_topology == NvlinkTopology::mesh) {
+    if (!spec.nvlink) return Error("an NVLink mesh needs nvlink.link", "nvlink.link");
+    std::vector<char> seen(static_cast<std::size_t>(spec.gpus * spec.gpus), 0);
+    for (std::size_t i = 0; i < spec.nvlink_mesh.size(); ++i) {
+      const NvlinkPair& p = spec.nvlink_mesh[i];
+      const std::string field = fmt::format("nvlink.pairs[{}]", i);
+      if (p.a < 0 || p.a >= spec.gpus || p.b < 0 || p.b >= spec.gpus || p.a == p.b) {
+        return Error(fmt::format("pair ({}, {}) is not two distinct GPUs of the node's {}", p.a, p.b, spec.gpus), field);
+      }
+      if (p.links <= 0) return Error("the link count must be positive", field);
+      const auto key = static_cast<std::size_t>(std::min(p.a, p.b) * spec.gpus + std::max(p.a, p.b));
+      if (seen[key]) return Error(fmt::format("pair ({}, {}) is listed twice", p.a, p.b), field);
+      seen[key] = 1;
+      if (p.a >= gpus_used || p.b >= gpus_used) continue;
+      t.add_duplex(t.gpu_vertex(p.a), t.gpu_vertex(p.b), *spec.nvlink, spec.nvlink->bandwidth * static_cast<double>(p.links));
+    }
+  }
+  t.compute_routes();
+  return t;
+}
+
+void NodeTemplate::compute_routes() {
+  const auto nv = vertices_.size();
+  LinkGraph graph(nv);
+  for (std::uint32_t i = 0; i < links_.size(); ++i) {
+    boost::add_edge(links_[i].src, links_[i].dst, EdgeLink{i, routing_cost(links_[i].bandwidth, links_[i].latency)}, graph);
+  }
+  routes_.assign(nv * nv, {});
+  costs_.assign(nv * nv, kUnreachable);
+  using Edge = LinkGraph::edge_descriptor;
+  for (std::size_t origin = 0; origin < nv; ++origin) {
+    // GPUs and NICs are endpoints, never transit: keep an edge only if it leaves the origin or a
+    // transit vertex (CPU, PCIe switch, NVSwitch).
+    auto keep = [&](const Edge& e) {
+      const auto s = boost::source(e, graph);
+      return s == origin || is_transit(vertices_[s].kind);
+    };
+    boost::filtered_graph<LinkGraph, std::function<bool(const Edge&)>> fg(graph, keep);
+    std::vector<std::int64_t> dist(nv, kUnreachable);
+    std::vector<Edge> pred_edge(nv);
+    auto pred_map = boost::make_iterator_property_map(pred_edge.begin(), boost::get(boost::vertex_index, graph));
+    boost::dijkstra_shortest_paths(
+        fg, origin,
+        boost::weight_map(boost::get(&EdgeLink::cost, graph))
+            .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph)))
+            .distance_inf(kUnreachable)
+            .visitor(boost::make_dijkstra_visitor(boost::record_edge_predecessors(pred_map, boost::on_edge_relaxed()))));
+    for (std::size_t to = 0; to < nv; ++to) {
+      costs_[origin * nv + to] = to == origin ? 0 : dist[to];
+      if (to == origin || dist[to] >= kUnreachable) continue;
+      std::vector<std::uint32_t> path;
+      for (std::size_t v = to; v != origin; v = boost::source(pred_edge[v], graph)) {
+        path.push_back(graph[pred_edge[v]].link);
+      }
+      std::reverse(path.begin(), path.end());
+      routes_[origin * nv + to] = std::move(path);
+    }
+  }
+
+  // Staged transfers: without peer-to-peer, GPU-to-GPU data goes through the source GPU's CPU
+  // memory; without GPUDirect RDMA, GPU<->NIC data goes through the GPU's CPU memory.
+  auto via = [&](int from, int mid, int to) {
+    std::vector<std::uint32_t> path = routes_[static_cast<std::size_t>(from) * nv + static_cast<std::size_t>(mid)];
+    const auto& second = routes_[static_cast<std::size_t>(mid) * nv + static_cast<std::size_t>(to)];
+    if ((from != mid && path.empty()) || (mid != to && second.empty())) return std::vector<std::uint32_t>{};
+    path.insert(path.end(), second.begin(), second.end());
+    return path;
+  };
+  auto set = [&](int from, int to, std::vector<std::uint32_t> path) {
+    std::int64_t c = path.empty() ? kUnreachable : 0;
+    for (auto l : path) c += routing_cost(links_[l].bandwidth, links_[l].latency);
+    costs_[static_cast<std::size_t>(from) * nv + static_cast<std::size_t>(to)] = c;
+    routes_[static_cast<std::size_t>(from) * nv + static_cast<std::size_t>(to)] = std::move(path);
+  };
+  if (!spec_.pcie_p2p) {
+    for (int a = 0; a < gpus_; ++a)
+      for (int b = 0; b < gpus_; ++b) {
+        if (a == b) continue;
+        // NVLink peers still talk directly; only PCIe peer traffic is staged.
+        const auto& direct = route(a, b);
+        const bool over_nvlink = !direct.empty() && std::all_of(direct.begin(), direct.end(), [&](std::uint32_t l) {
+          return links_[l].kind == LinkKind::nvlink;
+        });
+        if (!over_nvlink) set(a, b, via(a, cpu_of_gpu(a), b));
+      }
+  }
+  if (!spec_.gpudirect_rdma) {
+    for (int g = 0; g < gpus_; ++g)
+      for (int n = 0; n < spec_.nics; ++n) {
+        set(g, nic_vertex(n), via(g, cpu_of_gpu(g), nic_vertex(n)));
+        set(nic_vertex(n), g, via(nic_vertex(n), cpu_of_gpu(g), g));
+      }
+  }
+}
+
+const std::vector<std::uint32_t>& NodeTemplate::route(int from, int to) const {
+  return routes_[static_cast<std::size_t>(from) * vertices_.size() + static_cast<std::size_t>(to)];
+}
+
+std::int64_t NodeTemplate::route_cost(int from, int to) const {
+  return costs_[static_cast<std::size_t>(from) * vertices_.size() + static_cast<std::size_t>(to)];
+}
+
+int NodeTemplate::nearest_nic(int gpu, int nics_used) const {
+  int best = -1;
+  std::int64_t best_cost = kUnreachable;
+  double best_skew = 0;
+  const double ideal = static_cast<double>(gpu) * nics_used / std::max(1, spec_.gpus);
+  for (int n = 0; n < nics_used; ++n) {
+    const std::int64_t c = route_cost(gpu, nic_vertex(n));
+    const double skew = std::fabs(n - ideal);
+    if (c < best_cost || (c == best_cost && c < kUnreachable && skew < best_skew)) {
+      best = n;
+      best_cost = c;
+      best_skew = skew;
+    }
+  }
+  return best_cost < kUnreachable ? best : -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topology and fabric construction
+
+class FabricBuilder {
+ public:
+  // Switch-to-switch links are `link` (latency: the link type's when given explicitly, else 0
+  // for a short cable); every link entering a switch adds `switch_latency`.
+  FabricBuilder(Topology& t, LinkType nic, LinkType link, Time switch_latency)
+      : t_(t), nic_(std::move(nic)), link_(std::move(link)), switch_latency_(switch_latency) {}
+
+  std::uint32_t add_switch(std::string name) {
+    const auto v = static_cast<std::uint32_t>(t_.vertices_.size());
+    t_.vertices_.push_back(Vertex{VertexKind::fabric_switch, -1, static_cast<int>(t_.switch_names_.size())});
+    t_.switch_names_.push_back(std::move(name));
+    return v;
+  }
+  void connect(std::uint32_t a, std::uint32_t b, const LinkType& type, int count = 1) {
+    for (int i = 0; i < count; ++i) {
+      for (auto [s, d] : {std::pair{a, b}, std::pair{b, a}}) {
+        TopoLink l;
+        l.src = s;
+        l.dst = d;
+        l.kind = type.kind;
+        l.bandwidth = type.bandwidth;
+        l.latency = type.latency;
+        if (t_.vertices_[d].kind == VertexKind::fabric_switch) l.latency += switch_latency_;
+        l.type = type.name;
+        t_.links_.push_back(std::move(l));
+      }
+    }
+  }
+  // NIC `k` of `node` to a switch, with the NIC's link type.
+  void attach(int node, int k, std::uint32_t sw) {
+    connect(t_.vertex(node, t_.node_template(node).nic_vertex(k)), sw, nic_);
+  }
+  const LinkType& link() const { return link_; }
+
+ private:
+  Topology& t_;
+  LinkType nic_, link_;
+  Time switch_latency_;
+};
+
+std::uint32_t Topology::vertex(int node, int local_vertex) const {
+  return nodes_[static_cast<std::size_t>(node)].first_vertex + static_cast<std::uint32_t>(local_vertex);
+}
+
+LinkId Topology::link_id(int node, std::uint32_t local_link) const {
+  return LinkId{nodes_[static_cast<std::size_t>(node)].first_link + local_link};
+}
+
+int Topology::fabric_vertex(std::uint32_t v) const {
+  const auto it = fabric_index_.find(v);
+  return it == fabric_index_.end() ? -1 : it->second;
+}
+
+namespace {
+
+struct Ports {
+  int down = 0, up = 0;
+};
+
+Expected<Ports> leaf_ports(const FabricSpec& f) {
+  if (f.radix < 2) return Error(fmt::format("a switch needs at least 2 ports, got {}", f.radix), "fabric.radix");
+  if (!(f.oversubscription >= 1.0) || f.oversubscription > 64) {
+    return Error(fmt::format("oversubscription must be between 1 and 64 (down:up), got {}", f.oversubscription),
+                 "fabric.oversubscription");
+  }
+  Ports p;
+  p.down = static_cast<int>(std::floor(f.radix * f.oversubscription / (1.0 + f.oversubscription)));
+  p.down = std::clamp(p.down, 1, f.radix - 1);
+  p.up = f.radix - p.down;
+  return p;
+}
+
+}  // namespace
+
+Expected<Topology> Topology::build(const ClusterSpec& spec) {
+  Topology t;
+  t.spec_ = spec;
+  if (spec.groups.empty()) return Error("a cluster needs at least one node", "nodes");
+
+  // Node templates, one per group.
+  int rank = 0;
+  for (std::size_t gi = 0; gi < spec.groups.size(); ++gi) {
+    const NodeGroup& grp = spec.groups[gi];
+    const std::string prefix = spec.groups.size() > 1 ? fmt::format("nodes[{}].", gi) : "";
+    if (grp.count <= 0) return Error(fmt::format("node count must be positive, got {}", grp.count), prefix + "count");
+    if (grp.count > 1'000'000) return Error(fmt::format("{} nodes is beyond what dtsim simulates", grp.count), prefix + "count");
+    const int used = grp.gpus_per_node > 0 ? grp.gpus_per_node : grp.node.gpus;
+    auto tmpl = NodeTemplate::build(grp.node, used);
+    if (!tmpl) {
+      Error e = tmpl.error();
+      e.message = fmt::format("node '{}': {}", grp.node.name, e.message);
+      if (e.field == "gpus_per_node") e.field = prefix + "gpus_per_node";
+      else e.field = prefix + "node." + e.field;
+      return e;
+    }
+    t.templates_.push_back(std::make_unique<NodeTemplate>(std::move(*tmpl)));
+    const NodeTemplate& nt = *t.templates_.back();
+    for (int c = 0; c < grp.count; ++c) {
+      NodeInstance ni;
+      ni.tmpl = gi;
+      ni.group = static_cast<int>(gi);
+      ni.first_rank = rank;
+      ni.first_vertex = static_cast<std::uint32_t>(t.vertices_.size());
+      ni.first_link = static_cast<std::uint32_t>(t.links_.size());
+      const int node = static_cast<int>(t.nodes_.size());
+      for (Vertex v : nt.vertices()) {
+        v.node = node;
+        t.vertices_.push_back(v);
+      }
+      for (TopoLink l : nt.links()) {
+        l.src += ni.first_vertex;
+        l.dst += ni.first_vertex;
+        t.links_.push_back(std::move(l));
+      }
+      for (int g = 0; g < nt.gpus(); ++g) t.gpu_node_.push_back(node);
+      rank += nt.gpus();
+      t.nodes_.push_back(ni);
+    }
+  }
+  if (t.gpu_node_.size() > 4'000'000) return Error("more than 4 million GPUs is beyond what dtsim simulates", "nodes");
+
+  // Inside every node kind: all GPUs must reach each other.
+  for (const auto& tmpl : t.templates_) {
+    for (int a = 0; a < tmpl->gpus(); ++a)
+      for (int b = 0; b < tmpl->gpus(); ++b) {
+        if (!tmpl->reachable(a, b)) {
+          return Error(fmt::format("node '{}': GPU {} has no route to GPU {} inside the node", tmpl->spec().name, a, b), "node");
+        }
+      }
+  }
+
+  const FabricSpec& f = spec.fabric;
+  if (t.nodes() == 1) {
+    t.fabric_summary_ = "single node, no fabric";
+    return t;
+  }
+
+  // NIC types and counts per node.
+  std::optional<LinkType> nic_type = f.nic;
+  for (std::size_t n = 0; n < t.nodes_.size(); ++n) {
+    NodeInstance& ni = t.nodes_[n];
+    const NodeTemplate& nt = *t.templates_[ni.tmpl];
+    if (nt.nics() == 0) {
+      return Error(fmt::format("node {} ('{}') has no NIC, so it cannot join a {}-node cluster", n, nt.spec().name, t.nodes()),
+                   "nodes");
+    }
+    if (!f.nic && !nt.spec().nic) return Error(fmt::format("node '{}' names no NIC type; set fabric.nic", nt.spec().name), "fabric.nic");
+    if (!nic_type) nic_type = nt.spec().nic;
+    if (f.nics_per_node < 0 || f.nics_per_node > nt.nics()) {
+      return Error(fmt::format("{} NICs per node requested but node '{}' has {}", f.nics_per_node, nt.spec().name, nt.nics()),
+                   "fabric.nics_per_node");
+    }
+    ni.nics_used = f.nics_per_node > 0 ? f.nics_per_node : nt.nics();
+    for (int g = 0; g < nt.gpus(); ++g) {
+      if (nt.nearest_nic(g, ni.nics_used) < 0) {
+        return Error(fmt::format("node '{}': GPU {} has no route to any of its first {} NICs", nt.spec().name, g, ni.nics_used), "node");
+      }
+    }
+  }
+  LinkType isl = f.link ? *f.link : *nic_type;
+  if (!f.link) isl.latency = Time::zero();
+  FabricBuilder fb(t, *nic_type, isl, f.switch_latency.value_or(nic_type->switch_latency));
+  std::vector<std::pair<int, int>> nics;  // (node, nic), node-major
+  for (int n = 0; n < t.nodes(); ++n)
+    for (int k = 0; k < t.nodes_[static_cast<std::size_t>(n)].nics_used; ++k) nics.emplace_back(n, k);
+  const int total_nics = static_cast<int>(nics.size());
+
+  auto spines_for = [&](const std::vector<std::uint32_t>& leaves, int up, const std::string& name) -> Status {
+    if (leaves.size() <= 1) return {};
+    if (static_cast<int>(leaves.size()) > f.radix) {
+      return Error(fmt::format("{} needs {} leaf switches, more than a radix-{} spine can connect; use kind: clos3 or a larger radix",
+                               name, leaves.size(), f.radix), "fabric.radix");
+    }
+    for (int s = 0; s < up; ++s) {
+      const std::uint32_t sp = fb.add_switch(fmt::format("spine{}", s));
+      for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link());
+    }
+    return {};
+  };
+
+  std::string detail;
+  switch (f.kind) {
+    case FabricKind::single_switch: {
+      if (total_nics > f.radix * 64) {
+        return Error(fmt::format("{} NICs on one switch is not a real switch; use a fat-tree", total_nics), "fabric.kind");
+      }
+      const std::uint32_t sw = fb.add_switch("switch0");
+      for (auto [n, k] : nics) fb.attach(n, k, sw);
+      detail = "1 switch";
+      break;
+    }
+    case FabricKind::fat_tree: {
+      auto ports = leaf_ports(f);
+      if (!ports) return ports.error();
+      std::vector<std::uint32_t> leaves;
+      for (int i = 0; i < total_nics; ++i) {
+        if (i % ports->down == 0) leaves.push_back(fb.add_switch(fmt::format("leaf{}", leaves.size())));
+        fb.attach(nics[static_cast<std::size_t>(i)].first, nics[static_cast<std::size_t>(i)].second, leaves.back());
+      }
+      if (auto st = spines_for(leaves, ports->up, fmt::format("a two-level fat-tree of {} NICs", total_nics)); !st) return st.error();
+      detail = fmt::format("{} leaf + {} spine, {}:1 oversubscribed", leaves.size(), leaves.size() > 1 ? ports->up : 0, f.oversubscription);
+      break;
+    }
+    case FabricKind::rail_optimized: {
+      auto ports = leaf_ports(f);
+      if (!ports) return ports.error();
+      const int rails = t.nodes_[0].nics_used;
+      for (const auto& ni : t.nodes_) {
+        if (ni.nics_used != rails) return Error("a rail-optimized fabric needs the same NIC count on every node", "fabric.nics_per_node");
+      }
+      const int per_su = ports->down;
+      const int sus = (t.nodes() + per_su - 1) / per_su;
+      std::vector<std::uint32_t> leaves;
+      for (int su = 0; su < sus; ++su)
+        for (int r = 0; r < rails; ++r) {
+          const std::uint32_t lf = fb.add_switch(fmt::format("su{}-rail{}", su, r));
+          leaves.push_back(lf);
+          for (int n = su * per_su; n < std::min(t.nodes(), (su + 1) * per_su); ++n) fb.attach(n, r, lf);
+        }
+      if (auto st = spines_for(leaves, ports->up, fmt::format("a rail-optimized fabric of {} rails x {} units", rails, sus)); !st) return st.error();
+      detail = fmt::format("{} rails x {} unit(s) of {} nodes: {} leaf + {} spine", rails, sus, per_su, leaves.size(),
+                           leaves.size() > 1 ? ports->up : 0);
+      break;
+    }
+    case FabricKind::clos3: {
+      auto ports = leaf_ports(f);
+      if (!ports) return ports.error();
+      const int half = f.radix / 2;
+      std::vector<std::uint32_t> leaves;
+      for (int i = 0; i < total_nics; ++i) {
+        if (i % ports->down == 0) leaves.push_back(fb.add_switch(fmt::format("leaf{}", leaves.size())));
+        fb.attach(nics[static_cast<std::size_t>(i)].first, nics[static_cast<std::size_t>(i)].second, leaves.back());
+      }
+      const int pods = (static_cast<int>(leaves.size()) + half - 1) / half;
+      if (pods > f.radix) {
+        return Error(fmt::format("{} NICs need {} pods, more than a radix-{} core can connect", total_nics, pods, f.radix), "fabric.radix");
+      }
+      // Spine s of every pod connects to core group s (half cores each).
+      std::vector<std::vector<std::uint32_t>> cores(static_cast<std::size_t>(ports->up));
+      if (pods > 1) {
+        for (int s = 0; s < ports->up; ++s)
+          for (int c = 0; c < half; ++c) cores[static_cast<std::size_t>(s)].push_back(fb.add_switch(fmt::format("core{}", s * half + c)));
+      }
+      for (int p = 0; p < pods; ++p) {
+        for (int s = 0; s < ports->up; ++s) {
+          const std::uint32_t sp = fb.add_switch(fmt::format("pod{}-spine{}", p, s));
+          for (int l = p * half; l < std::min(static_cast<int>(leaves.size()), (p + 1) * half); ++l) {
+            fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link());
+          }
+          for (std::uint32_t c : cores[static_cast<std::size_t>(s)]) fb.connect(sp, c, fb.link());
+        }
+      }
+      detail = fmt::format("{} leaf, {} pod(s) of {} spine, {} core", leaves.size(), pods, ports->up,
+                           pods > 1 ? ports->up * half : 0);
+      break;
+    }
+    case FabricKind::custom: {
+      std::unordered_map<std::string, std::uint32_t> by_name;
+      for (std::size_t i = 0; i < f.switches.size(); ++i) {
+        if (by_name.count(f.switches[i])) {
+          return Error(fmt::format("switch '{}' is declared twice", f.switches[i]), fmt::format("fabric.switches[{}]", i));
+        }
+        by_name[f.switches[i]] = fb.add_switch(f.switches[i]);
+      }
+      auto find = [&](const std::string& name, const std::string& field) -> Expected<std::uint32_t> {
+        const auto it = by_name.find(name);
+        if (it == by_name.end()) return Error(fmt::format("unknown switch '{}' (declare it under fabric.switches)", name), field);
+        return it->second;
+      };
+      for (std::size_t i = 0; i < f.links.size(); ++i) {
+        const std::string field = fmt::format("fabric.links[{}]", i);
+        auto a = find(f.links[i].a, field);
+        if (!a) return a.error();
+        auto b = find(f.links[i].b, field);
+        if (!b) return b.error();
+        if (*a == *b) return Error(fmt::format("switch '{}' is linked to itself", f.links[i].a), field);
+        if (f.links[i].count <= 0) return Error("the link count must be positive", field);
+        fb.connect(*a, *b, fb.link(), f.links[i].count);
+      }
+      std::vector<char> attached(static_cast<std::size_t>(t.nodes()), 0);
+      for (std::size_t i = 0; i < f.attach.size(); ++i) {
+        const CustomAttach& at = f.attach[i];
+        const std::string field = fmt::format("fabric.attach[{}]", i);
+        auto sw = find(at.switch_name, field);
+        if (!sw) return sw.error();
+        if (at.first_node < 0 || at.last_node >= t.nodes() || at.first_node > at.last_node) {
+          return Error(fmt::format("node range {}-{} is outside the cluster's nodes 0-{}", at.first_node, at.last_node, t.nodes() - 1), field);
+        }
+        for (int n = at.first_node; n <= at.last_node; ++n) {
+          if (attached[static_cast<std::size_t>(n)]) return Error(fmt::format("node {} is attached twice", n), field);
+          attached[static_cast<std::size_t>(n)] = 1;
+          for (int k = 0; k < t.nodes_[static_cast<std::size_t>(n)].nics_used; ++k) fb.attach(n, k, *sw);
+        }
+      }
+      for (int n = 0; n < t.nodes(); ++n) {
+        if (!attached[static_cast<std::size_t>(n)]) return Error(fmt::format("node {} is not attached to any switch", n), "fabric.attach");
+      }
+      detail = fmt::format("{} switches, {} switch links", f.switches.size(), f.links.size());
+      break;
+    }
+  }
+
+  // The fabric graph: NICs and switches, with the links between them.
+  auto add_fabric_vertex = [&](std::uint32_t v) {
+    const auto [it, inserted] = t.fabric_index_.emplace(v, static_cast<int>(t.fabric_global_.size()));
+    if (inserted) {
+      t.fabric_global_.push_back(v);
+      boost::add_vertex(t.fabric_);
+    }
+    return it->second;
+  };
+  for (auto [n, k] : nics) add_fabric_vertex(t.vertex(n, t.node_template(n).nic_vertex(k)));
+  for (std::uint32_t v = 0; v < t.vertices_.size(); ++v) {
+    if (t.vertices_[v].kind == VertexKind::fabric_switch) add_fabric_vertex(v);
+  }
+  const auto first_fabric_link = t.nodes_.back().first_link + static_cast<std::uint32_t>(t.node_template(t.nodes() - 1).links().size());
+  for (std::uint32_t i = first_fabric_link; i < t.links_.size(); ++i) {
+    const TopoLink& l = t.links_[i];
+    boost::add_edge(static_cast<std::size_t>(t.fabric_index_.at(l.src)), static_cast<std::size_t>(t.fabric_index_.at(l.dst)),
+                    EdgeLink{i, routing_cost(l.bandwidth, l.latency)}, t.fabric_);
+  }
+
+  // Every NIC must reach every other: breadth-first search from the first NIC.
+  std::vector<char> seen(t.fabric_global_.size(), 0);
+  std::vector<std::size_t> queue{0};
+  seen[0] = 1;
+  for (std::size_t qi = 0; qi < queue.size(); ++qi) {
+    const std::size_t v = queue[qi];
+    const bool is_nic = t.vertices_[t.fabric_global_[v]].kind == VertexKind::nic;
+    if (is_nic && qi > 0) continue;  // NICs are endpoints, not transit
+    for (auto [e, end] = boost::out_edges(v, t.fabric_); e != end; ++e) {
+      const std::size_t w = boost::target(*e, t.fabric_);
+      if (!seen[w]) {
+        seen[w] = 1;
+        queue.push_back(w);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < nics.size(); ++i) {
+    if (!seen[i]) {
+      const auto [n, k] = nics[i];
+      const auto [n0, k0] = nics[0];
+      std::string where;
+      for (auto [e, end] = boost::out_edges(i, t.fabric_); e != end; ++e) {
+        where = fmt::format(" (attached to switch '{}')", t.vertex_name(t.fabric_global_[boost::target(*e, t.fabric_)]));
+      }
+      return Error(fmt::format("the fabric is disconnected: NIC {} of node {}{} has no route to NIC {} of node {}, so GPU {} cannot reach GPU {}",
+                               k, n, where, k0, n0, t.first_rank(n), t.first_rank(n0)),
+                   "fabric");
+    }
+  }
+  t.fabric_summary_ = fmt::format("{} fabric, {} x {} per node: {}", to_string(f.kind), t.nodes_[0].nics_used, nic_type->name, detail);
+  return t;
+}
+
+std::string Topology::vertex_name(std::uint32_t v) const {
+  const Vertex& x = vertices_[v];
+  if (x.kind == VertexKind::fabric_switch) return switch_names_[static_cast<std::size_t>(x.index)];
+  if (x.kind == VertexKind::nvswitch) return fmt::format("n{}.nvswitch", x.node);
+  return fmt::format("n{}.{}{}", x.node, kind_name(x.kind), x.index);
+}
+
+std::string Topology::link_name(LinkId id) const {
+  const TopoLink& l = links_[id.value];
+  return fmt::format("{}->{}", vertex_name(l.src), vertex_name(l.dst));
+}
+
+void Topology::install(FlowNetwork& net) const {
+  DTSIM_ASSERT(net.link_count() == 0, "install() needs an empty network");
+  for (const TopoLink& l : links_) net.add_link(l.bandwidth, l.latency);
+}
+
+std::string Topology::summary() const {
+  std::string nodes;
+  for (const NodeGroup& g : spec_.groups) {
+    if (!nodes.empty()) nodes += " + ";
+    const int used = g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus;
+    nodes += fmt::format("{} x {}", g.count, g.node.name);
+    if (used != g.node.gpus) nodes += fmt::format(" ({} of {} GPUs each)", used, g.node.gpus);
+  }
+  return fmt::format("{} = {} GPUs; {}", nodes, gpus(), fabric_summary_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Router
+
+void Router::append_local(int node, int from, int to, Path& out) const {
+  for (std::uint32_t l : topo_.node_template(node).route(from, to)) out.push_back(topo_.link_id(node, l));
+}
+
+const std::vector<std::int64_t>& Router::distances_to(int anchor) {
+  auto it = dist_.find(anchor);
+  if (it != dist_.end()) return it->second;
+  const LinkGraph& g = topo_.fabric_graph();
+  const auto nv = boost::num_vertices(g);
+  // Distances *to* the anchor: Dijkstra from it over the reversed graph, through switches only.
+  using Reverse = boost::reverse_graph<LinkGraph, const LinkGraph&>;
+  Reverse rg(g);
+  const auto& verts = topo_.vertices();
+  auto keep = [&](std::size_t v) {
+    return static_cast<int>(v) == anchor || verts[topo_.global_of_fabric(static_cast<int>(v))].kind == VertexKind::fabric_switch;
+  };
+  boost::filtered_graph<Reverse, boost::keep_all, std::function<bool(std::size_t)>> fg(rg, boost::keep_all{}, keep);
+  std::vector<std::int64_t> dist(nv, kUnreachable);
+  boost::dijkstra_shortest_paths(
+      fg, static_cast<std::size_t>(anchor),
+      boost::weight_map(boost::get(&EdgeLink::cost, rg))
+          .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)))
+          .distance_inf(kUnreachable));
+  return dist_.emplace(anchor, std::move(dist)).first->second;
+}
+
+void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t label, Path& out) {
+  const LinkGraph& g = topo_.fabric_graph();
+  const int src = topo_.fabric_vertex(src_nic), dst = topo_.fabric_vertex(dst_nic);
+  DTSIM_ASSERT(src >= 0 && dst >= 0, "fabric route between vertices that are not fabric NICs");
+  if (src == dst) return;
+  const auto& verts = topo_.vertices();
+  auto is_switch = [&](std::size_t v) {
+    return verts[topo_.global_of_fabric(static_cast<int>(v))].kind == VertexKind::fabric_switch;
+  };
+  // Anchor: the destination NIC's switch when all its uplinks go to that one switch (distance
+  // tables are then shared by every NIC below it), else the NIC itself.
+  int anchor = -1;
+  for (auto [e, end] = boost::in_edges(static_cast<std::size_t>(dst), g); e != end; ++e) {
+    const int s = static_cast<int>(boost::source(*e, g));
+    anchor = (anchor == -1 || anchor == s) ? s : dst;
+  }
+  DTSIM_ASSERT(anchor >= 0, "destination NIC has no uplink");
+  if (!is_switch(static_cast<std::size_t>(anchor))) anchor = dst;
+  const auto& dist = distances_to(anchor);
+
+  std::size_t cur = static_cast<std::size_t>(src);
+  std::vector<LinkGraph::edge_descriptor> best;
+  for (int hops = 0; static_cast<int>(cur) != dst; ++hops) {
+    DTSIM_ASSERT(hops < 64, "fabric route does not converge");
+    best.clear();
+    std::int64_t best_cost = kUnreachable;
+    for (auto [e, end] = boost::out_edges(cur, g); e != end; ++e) {
+      const std::size_t v = boost::target(*e, g);
+      std::int64_t total;
+      if (static_cast<int>(cur) == anchor) {
+        if (static_cast<int>(v) != dst) continue;  // at the anchor switch: straight down
+        total = g[*e].cost;
+      } else {
+        if (!(is_switch(v) || static_cast<int>(v) == anchor) || dist[v] >= kUnreachable) continue;
+        total = g[*e].cost + dist[v];
+      }
+      if (total < best_cost) {
+        best_cost = total;
+        best.assign(1, *e);
+      } else if (total == best_cost) {
+        best.push_back(*e);
+      }
+    }
+    DTSIM_ASSERT(!best.empty(), "no fabric route (the topology was validated as connected)");
+    // ECMP: a fixed hash of the flow label and the hop picks one of the equal-cost next links.
+    const auto e = best[static_cast<std::size_t>(mix(label ^ mix(cur)) % best.size())];
+    out.push_back(LinkId{g[e].link});
+    cur = boost::target(e, g);
+  }
+}
+
+Path Router::route_via(int src_rank, int src_nic, int dst_nic, int dst_rank, std::uint64_t label) {
+  Path p;
+  const int sn = topo_.node_of(src_rank), dn = topo_.node_of(dst_rank);
+  const NodeTemplate& st = topo_.node_template(sn);
+  const NodeTemplate& dt = topo_.node_template(dn);
+  append_local(sn, topo_.local_of(src_rank), st.nic_vertex(src_nic), p);
+  append_fabric(topo_.vertex(sn, st.nic_vertex(src_nic)), topo_.vertex(dn, dt.nic_vertex(dst_nic)),
+                mix(label ^ (static_cast<std::uint64_t>(src_rank) << 32) ^ static_cast<std::uint64_t>(dst_rank)), p);
+  append_local(dn, dt.nic_vertex(dst_nic), topo_.local_of(dst_rank), p);
+  return p;
+}
+
+Path Router::route(int src_rank, int dst_rank, std::uint64_t label) {
+  const int sn = topo_.node_of(src_rank), dn = topo_.node_of(dst_rank);
+  if (sn == dn) {
+    Path p;
+    append_local(sn, topo_.local_of(src_rank), topo_.local_of(dst_rank), p);
+    return p;
+  }
+  const int snic = topo_.node_template(sn).nearest_nic(topo_.local_of(src_rank), topo_.fabric_nics(sn));
+  const int dnic = topo_.node_template(dn).nearest_nic(topo_.local_of(dst_rank), topo_.fabric_nics(dn));
+  return route_via(src_rank, snic, dnic, dst_rank, label);
+}
+
+Time Router::latency(const Path& p) const {
+  Time t = Time::zero();
+  for (LinkId l : p) t += topo_.link(l).latency;
+  return t;
+}
+
+Bandwidth Router::bottleneck(const Path& p) const {
+  if (p.empty()) return Bandwidth{};
+  Bandwidth b = topo_.link(p.front()).bandwidth;
+  for (LinkId l : p) b = std::min(b, topo_.link(l).bandwidth);
+  return b;
+}
+
+}  // namespace dtsim::hw

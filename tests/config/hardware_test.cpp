@@ -1,0 +1,183 @@
+#include "config/hardware.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/presets.hpp"
+#include "hw/topology.hpp"
+
+namespace dtsim::config {
+namespace {
+
+// Writes `text` to a fresh file under the test's temp directory and returns its path.
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::temp_directory_path() / "dtsim-config-test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::optional<hw::ClusterSpec> load(const std::string& name, LoadContext& ctx, std::optional<int> nodes = std::nullopt) {
+  return load_cluster(ClusterRequest{name, nodes, std::nullopt}, ctx);
+}
+
+TEST(Presets, EveryNodePresetLoadsAndBuildsATwoNodeCluster) {
+  const auto nodes = preset_names("nodes");
+  ASSERT_GE(nodes.size(), 7u);
+  for (const auto& name : nodes) {
+    LoadContext ctx;
+    auto spec = load(name, ctx, 2);
+    ASSERT_TRUE(spec.has_value()) << name << "\n" << ctx.diagnostics.to_string();
+    auto topo = hw::Topology::build(*spec);
+    ASSERT_TRUE(topo.ok()) << name << ": " << topo.error().to_string();
+    EXPECT_EQ(topo->gpus(), 2 * spec->groups[0].node.gpus) << name;
+  }
+}
+
+TEST(Presets, EveryGpuPresetLoads) {
+  for (const auto& name : preset_names("gpus")) {
+    LoadContext ctx;
+    YAML::Node doc(YAML::NodeType::Map);
+    doc["gpu"] = name;
+    MapReader r(doc, "", "test", ctx);
+    HardwareLoader hl(ctx);
+    auto g = hl.gpu(r, "gpu");
+    ASSERT_TRUE(g.has_value()) << name << "\n" << ctx.diagnostics.to_string();
+    EXPECT_EQ(g->name, name);
+    EXPECT_GT(g->memory.count(), 0);
+    EXPECT_FALSE(g->peak.empty());
+  }
+}
+
+TEST(Presets, DatasheetFiguresSurviveParsing) {
+  // Spot checks against the H100 SXM datasheet: 989.4 dense BF16 TFLOP/s, 3.35 TB/s, 132 SMs,
+  // 18 NVLink 4 links of 25 GB/s per direction = 450 GB/s per GPU.
+  LoadContext ctx;
+  auto spec = load("dgx-h100", ctx, 1);
+  ASSERT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  const hw::NodeSpec& n = spec->groups[0].node;
+  EXPECT_DOUBLE_EQ(n.gpu.peak.at(hw::DType::bf16).TFLOPs(), 989.4);
+  EXPECT_DOUBLE_EQ(n.gpu.memory_bandwidth.bytes_per_s(), 3.35e12);
+  EXPECT_EQ(n.gpu.sms, 132);
+  EXPECT_DOUBLE_EQ(n.nvlink->bandwidth.GBps() * n.nvlink_links_per_gpu, 450.0);
+  EXPECT_DOUBLE_EQ(n.nic->bandwidth.GBps(), 50.0);  // 400 Gb/s
+  EXPECT_EQ(n.reference_fabric->kind, hw::FabricKind::rail_optimized);
+}
+
+TEST(Presets, AliasesResolve) {
+  LoadContext ctx;
+  const std::string f = write_temp("alias.yaml", "node: dgx-a100-80g\nnodes: 2\nfabric: {kind: fat-tree, nic: hdr-200, nics_per_node: 8}\n");
+  auto spec = load(f, ctx);
+  ASSERT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  EXPECT_EQ(spec->fabric.nic->name, "ib-hdr");
+  EXPECT_EQ(spec->groups[0].count, 2);
+  EXPECT_EQ(spec->fabric.radix, 40);  // inherited from the node's reference fabric
+}
+
+TEST(BadInput, MalformedYamlNamesFileAndLine) {
+  LoadContext ctx;
+  const std::string f = write_temp("malformed.yaml", "node: dgx-h100\nnodes: [1, 2\nfabric: {}\n");
+  EXPECT_FALSE(load(f, ctx).has_value());
+  ASSERT_FALSE(ctx.diagnostics.empty());
+  const std::string msg = ctx.diagnostics.items()[0].to_string();
+  EXPECT_NE(msg.find(f + ":"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("malformed YAML"), std::string::npos) << msg;
+  EXPECT_GT(ctx.diagnostics.items()[0].where.line, 1);
+}
+
+TEST(BadInput, UnknownPresetSuggestsTheClosest) {
+  LoadContext ctx;
+  EXPECT_FALSE(load("dgx-h10", ctx).has_value());
+  ASSERT_EQ(ctx.diagnostics.size(), 1u);
+  EXPECT_NE(ctx.diagnostics.items()[0].message.find("did you mean 'dgx-h100'"), std::string::npos)
+      << ctx.diagnostics.items()[0].message;
+}
+
+TEST(BadInput, NegativeAndZeroBandwidthAreRejectedWithTheirLine) {
+  const std::string text =
+      "node:\n"
+      "  name: bad\n"
+      "  gpu: h100-sxm\n"
+      "  gpus: 2\n"
+      "  pcie:\n"
+      "    link: {kind: pcie, bandwidth: -5 GB/s, latency: 1 us}\n"
+      "    switches: [{cpu: 0, gpus: [0, 1]}]\n"
+      "  nics: {link: {kind: net, bandwidth: 0 Gb/s, latency: 1 us}, count: 0}\n";
+  LoadContext ctx;
+  EXPECT_FALSE(load(write_temp("negative.yaml", text), ctx).has_value());
+  ASSERT_EQ(ctx.diagnostics.size(), 2u) << ctx.diagnostics.to_string();
+  EXPECT_EQ(ctx.diagnostics.items()[0].where.line, 6);
+  EXPECT_EQ(ctx.diagnostics.items()[0].field, "node.pcie.link.bandwidth");
+  EXPECT_NE(ctx.diagnostics.items()[0].message.find("negative"), std::string::npos);
+  EXPECT_EQ(ctx.diagnostics.items()[1].where.line, 8);
+  EXPECT_NE(ctx.diagnostics.items()[1].message.find("must be positive"), std::string::npos);
+}
+
+TEST(BadInput, UnknownFieldGetsAHint) {
+  LoadContext ctx;
+  const std::string f = write_temp("typo.yaml", "node: dgx-h100\nnodes: 4\nfabric:\n  kind: fat-tree\n  radx: 32\n");
+  EXPECT_FALSE(load(f, ctx).has_value());
+  ASSERT_EQ(ctx.diagnostics.size(), 1u) << ctx.diagnostics.to_string();
+  const auto& d = ctx.diagnostics.items()[0];
+  EXPECT_EQ(d.field, "fabric.radx");
+  EXPECT_EQ(d.where.line, 5);
+  EXPECT_NE(d.message.find("did you mean 'radix'"), std::string::npos);
+}
+
+TEST(BadInput, DisconnectedTopologyPointsAtTheFabric) {
+  const std::string text =
+      "node: dgx-h100\n"
+      "nodes: 4\n"
+      "fabric:\n"
+      "  kind: custom\n"
+      "  switches: [a, b]\n"
+      "  attach:\n"
+      "    - {nodes: 0-1, switch: a}\n"
+      "    - {nodes: 2-3, switch: b}\n";
+  LoadContext ctx;
+  const std::string f = write_temp("disconnected.yaml", text);
+  auto spec = load(f, ctx);
+  ASSERT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  auto topo = hw::Topology::build(*spec);
+  ASSERT_FALSE(topo.ok());
+  ctx.report(topo.error());
+  const auto& d = ctx.diagnostics.items().at(0);
+  EXPECT_EQ(d.where.file, f);
+  EXPECT_EQ(d.where.line, 3);  // the fabric: key
+  EXPECT_NE(d.message.find("disconnected"), std::string::npos);
+}
+
+TEST(BadInput, NodeErrorsPointIntoTheNodeFile) {
+  const std::string node_file = write_temp("node.yaml",
+                                           "name: broken\n"
+                                           "gpu: h100-sxm\n"
+                                           "gpus: 4\n"
+                                           "pcie:\n"
+                                           "  link: pcie5-x16\n"
+                                           "  switches:\n"
+                                           "    - {cpu: 0, gpus: [0, 1, 2]}\n");
+  LoadContext ctx;
+  const std::string f = write_temp("uses-node.yaml", "node: " + node_file + "\n");
+  auto spec = load(f, ctx);
+  ASSERT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  auto topo = hw::Topology::build(*spec);
+  ASSERT_FALSE(topo.ok());
+  ctx.report(topo.error());
+  const auto& d = ctx.diagnostics.items().at(0);
+  EXPECT_EQ(d.where.file, node_file);
+  EXPECT_EQ(d.where.line, 6);
+  EXPECT_NE(d.message.find("GPU 3"), std::string::npos) << d.to_string();
+}
+
+TEST(BadInput, AllProblemsOfAFileAreReportedTogether) {
+  LoadContext ctx;
+  const std::string f = write_temp("many.yaml", "node: dgx-h100\nnodes: -3\ngpus_per_node: lots\nfabric: {kind: torus}\n");
+  EXPECT_FALSE(load(f, ctx).has_value());
+  EXPECT_EQ(ctx.diagnostics.size(), 3u) << ctx.diagnostics.to_string();
+}
+
+}  // namespace
+}  // namespace dtsim::config

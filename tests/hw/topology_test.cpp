@@ -1,0 +1,193 @@
+#include "hw/topology.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "tests/hw/fixtures.hpp"
+
+namespace dtsim::hw {
+namespace {
+
+using testing::cluster;
+using testing::nvswitch_node;
+using testing::pcie_node;
+
+Topology build(const ClusterSpec& c) {
+  auto t = Topology::build(c);
+  EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().to_string());
+  return std::move(t).value();
+}
+
+std::size_t fabric_links(const Topology& t, const Path& p) {
+  std::size_t n = 0;
+  for (LinkId l : p) n += t.link(l).kind == LinkKind::net ? 1 : 0;
+  return n;
+}
+
+TEST(Topology, NvswitchNodeRoutesGpuToGpuThroughTheSwitch) {
+  Topology t = build(cluster(nvswitch_node(), 1, FabricKind::fat_tree));
+  EXPECT_EQ(t.gpus(), 8);
+  Router r(t);
+  Path p = r.route(0, 5);
+  ASSERT_EQ(p.size(), 2u);  // GPU0 -> NVSwitch -> GPU5
+  EXPECT_EQ(t.link(p[0]).kind, LinkKind::nvlink);
+  EXPECT_DOUBLE_EQ(t.link(p[0]).bandwidth.GBps(), 100);  // 4 links x 25 GB/s
+  EXPECT_EQ(t.link_name(p[0]), "n0.gpu0->n0.nvswitch");
+  EXPECT_EQ(r.latency(p), Time::ns(600));
+}
+
+TEST(Topology, PcieHopCountsFollowTheTree) {
+  Topology t = build(cluster(pcie_node(), 1, FabricKind::fat_tree));
+  Router r(t);
+  EXPECT_EQ(r.route(0, 1).size(), 2u);  // same switch: up and down
+  EXPECT_EQ(r.route(0, 2).size(), 4u);  // other switch, same CPU: via the root complex
+  EXPECT_EQ(r.route(0, 7).size(), 5u);  // other socket: plus the inter-socket link
+  // Without peer-to-peer, even GPUs under one switch go through host memory.
+  Topology staged = build(cluster(pcie_node(false), 1, FabricKind::fat_tree));
+  Router rs(staged);
+  EXPECT_EQ(rs.route(0, 1).size(), 4u);
+}
+
+TEST(Topology, FatTreeHopCountsAndLatency) {
+  // 16 nodes with 4 NICs each = 64 NICs; radix 8: 4 down + 4 up per leaf, 16 leaves? No:
+  // radix 16 -> 8 down, 8 up: 8 leaves, 8 spines.
+  auto c = cluster(nvswitch_node(8, false), 16, FabricKind::fat_tree, 16);
+  Topology t = build(c);
+  Router r(t);
+  // GPU 0 of node 0 and GPU 0 of node 1: NIC 0 of both sit on leaf 0 (NICs fill leaves in order).
+  Path same_leaf = r.route(0, 8);
+  EXPECT_EQ(fabric_links(t, same_leaf), 2u);
+  // Node 0 and node 2: node 2's NICs are NIC numbers 8..11, on leaf 1: up to a spine and down.
+  Path cross = r.route(0, 16);
+  EXPECT_EQ(fabric_links(t, cross), 4u);
+  // NIC -> leaf -> NIC latency: two adapters of 400 ns plus one switch of 200 ns.
+  Time fabric = Time::zero();
+  for (LinkId l : same_leaf) if (t.link(l).kind == LinkKind::net) fabric += t.link(l).latency;
+  EXPECT_EQ(fabric, Time::ns(1000));
+}
+
+TEST(Topology, EcmpSpreadsFlowsOverAllSpines) {
+  auto c = cluster(nvswitch_node(8, false), 16, FabricKind::fat_tree, 16);
+  Topology t = build(c);
+  Router r(t);
+  std::map<std::uint32_t, int> spine_use;  // spine vertex -> flows
+  const int flows = 800;
+  for (int i = 0; i < flows; ++i) {
+    Path p = r.route(0, 16, static_cast<std::uint64_t>(i));
+    for (LinkId l : p) {
+      const auto dst = t.link(l).dst;
+      if (t.vertex_name(dst).rfind("spine", 0) == 0) ++spine_use[dst];
+    }
+  }
+  ASSERT_EQ(spine_use.size(), 8u);  // every spine is used
+  for (auto [v, n] : spine_use) {
+    EXPECT_GT(n, flows / 8 * 0.7) << t.vertex_name(v);
+    EXPECT_LT(n, flows / 8 * 1.3) << t.vertex_name(v);
+  }
+  // The same label always takes the same path.
+  EXPECT_EQ(r.route(0, 16, 7), r.route(0, 16, 7));
+}
+
+TEST(Topology, RailOptimizedKeepsSameRailTrafficOnOneSwitch) {
+  Topology t = build(cluster(nvswitch_node(), 4, FabricKind::rail_optimized, 64));
+  Router r(t);
+  // GPU 3 of node 0 to GPU 3 of node 2: both use NIC 3, on rail switch 3: one switch.
+  EXPECT_EQ(fabric_links(t, r.route(3, 2 * 8 + 3)), 2u);
+  // GPU 3 to GPU 4 of another node: rails 3 and 4 meet at a spine.
+  EXPECT_EQ(fabric_links(t, r.route(3, 8 + 4)), 4u);
+  EXPECT_NE(t.summary().find("rail-optimized"), std::string::npos);
+}
+
+TEST(Topology, OversubscriptionSetsLeafPorts) {
+  auto c = cluster(nvswitch_node(8, false), 8, FabricKind::fat_tree, 12);
+  c.fabric.oversubscription = 2.0;  // 12 ports: 8 down, 4 up
+  Topology t = build(c);
+  EXPECT_EQ(t.fabric_switches(), 4 + 4);  // 32 NICs / 8 = 4 leaves, 4 spines
+}
+
+TEST(Topology, ThreeLevelClosReachesEveryNic) {
+  auto c = cluster(nvswitch_node(8, false), 64, FabricKind::clos3, 16);  // 256 NICs, radix 16
+  Topology t = build(c);
+  Router r(t);
+  // 32 leaves of 8 down / 8 up; pods of 8 leaves -> 4 pods of 8 spines; 8 groups x 8 = 64 cores.
+  EXPECT_EQ(t.fabric_switches(), 32 + 4 * 8 + 64);
+  // Leaf in another pod: leaf, pod spine, core, pod spine, leaf = 6 fabric links.
+  EXPECT_EQ(fabric_links(t, r.route(0, 63 * 8)), 6u);
+}
+
+TEST(Topology, ClosBeyondItsRadixIsAClearError) {
+  // A 3-level fat-tree of radix k reaches k^3/4 hosts: 128 for k = 8.
+  auto t = Topology::build(cluster(nvswitch_node(8, false), 64, FabricKind::clos3, 8));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().field, "fabric.radix");
+}
+
+TEST(Topology, TooManyLeavesForTwoLevelsIsAClearError) {
+  auto c = cluster(nvswitch_node(8, false), 64, FabricKind::fat_tree, 8);
+  auto t = Topology::build(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().field, "fabric.radix");
+  EXPECT_NE(t.error().message.find("clos3"), std::string::npos);
+}
+
+TEST(Topology, DisconnectedCustomFabricIsAnErrorNamingTheGpus) {
+  auto c = cluster(nvswitch_node(8, false), 4, FabricKind::custom);
+  c.fabric.switches = {"a", "b"};
+  c.fabric.attach = {{0, 1, "a"}, {2, 3, "b"}};  // no link between a and b
+  auto t = Topology::build(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().field, "fabric");
+  EXPECT_NE(t.error().message.find("disconnected"), std::string::npos);
+  EXPECT_NE(t.error().message.find("switch 'b'"), std::string::npos);
+  c.fabric.links = {{"a", "b", 2}};
+  EXPECT_TRUE(Topology::build(c).ok());
+}
+
+TEST(Topology, StructuralErrorsNameTheField) {
+  auto node = nvswitch_node();
+  node.pcie_groups[1].gpus = {2};  // GPU 3 is nowhere
+  auto t = Topology::build(cluster(node, 1, FabricKind::fat_tree));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().field, "node.pcie.switches");
+  EXPECT_NE(t.error().message.find("GPU 3"), std::string::npos);
+
+  auto partial = cluster(nvswitch_node(), 1, FabricKind::fat_tree);
+  partial.groups[0].gpus_per_node = 9;
+  auto t2 = Topology::build(partial);
+  ASSERT_FALSE(t2.ok());
+  EXPECT_EQ(t2.error().field, "gpus_per_node");
+}
+
+TEST(Topology, PartialNodesUseTheFirstGpus) {
+  auto c = cluster(nvswitch_node(), 2, FabricKind::fat_tree);
+  c.groups[0].gpus_per_node = 2;
+  Topology t = build(c);
+  EXPECT_EQ(t.gpus(), 4);
+  EXPECT_EQ(t.node_of(2), 1);
+  EXPECT_EQ(t.local_of(3), 1);
+}
+
+TEST(Topology, HeterogeneousClustersJoinThroughTheFabric) {
+  ClusterSpec c = cluster(nvswitch_node(), 2, FabricKind::single_switch);
+  c.groups.push_back(NodeGroup{pcie_node(), 1, 0});
+  Topology t = build(c);
+  EXPECT_EQ(t.gpus(), 24);
+  Router r(t);
+  EXPECT_EQ(fabric_links(t, r.route(0, 20)), 2u);
+}
+
+TEST(Topology, InstallMakesMatchingLinkIds) {
+  Topology t = build(cluster(nvswitch_node(), 2, FabricKind::single_switch));
+  Simulator sim;
+  FlowNetwork net(sim, std::make_unique<MaxMinSharing>());
+  t.install(net);
+  ASSERT_EQ(net.link_count(), t.links().size());
+  for (std::uint32_t i = 0; i < t.links().size(); ++i) {
+    EXPECT_DOUBLE_EQ(net.capacity(LinkId{i}).bytes_per_s(), t.links()[i].bandwidth.bytes_per_s());
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::hw
