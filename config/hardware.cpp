@@ -403,6 +403,8 @@ std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {
       r.error_here(fmt::format("node '{}' has no reference_fabric; give a fabric: mapping", c.groups.front().node.name));
     }
     c.fabric = base;
+    // Errors about the fabric then point at the node's reference_fabric.
+    if (!c.groups.empty()) ctx_.sources.add("fabric", ctx_.sources.find(r.field("node") + ".reference_fabric"));
   }
   r.finish();
   if (c.name.empty() && !c.groups.empty()) c.name = c.groups.front().node.name;

@@ -62,7 +62,7 @@ std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string&
       ctx.diagnostics.error(Location{file, 1, 1}, "", "the file is empty");
       return std::nullopt;
     }
-    ctx.sources.add("", location_of(n, file));
+    ctx.sources.add_if_absent("", location_of(n, file));  // the first document loaded is the root
     return n;
   } catch (const YAML::ParserException& e) {
     ctx.diagnostics.error(Location{file, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);

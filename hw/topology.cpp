@@ -62,6 +62,7 @@ void NodeTemplate::add_duplex(int a, int b, const LinkType& type, Bandwidth bw) 
     l.dst = static_cast<std::uint32_t>(d);
     l.kind = type.kind;
     l.bandwidth = bw;
+    l.efficiency = type.efficiency;
     l.latency = type.latency;
     l.type = type.name;
     links_.push_back(std::move(l));
@@ -171,7 +172,7 @@ void NodeTemplate::compute_routes() {
   const auto nv = vertices_.size();
   LinkGraph graph(nv);
   for (std::uint32_t i = 0; i < links_.size(); ++i) {
-    boost::add_edge(links_[i].src, links_[i].dst, EdgeLink{i, routing_cost(links_[i].bandwidth, links_[i].latency)}, graph);
+    boost::add_edge(links_[i].src, links_[i].dst, EdgeLink{i, routing_cost(links_[i].capacity(), links_[i].latency)}, graph);
   }
   routes_.assign(nv * nv, {});
   costs_.assign(nv * nv, kUnreachable);
@@ -216,7 +217,7 @@ void NodeTemplate::compute_routes() {
   };
   auto set = [&](int from, int to, std::vector<std::uint32_t> path) {
     std::int64_t c = path.empty() ? kUnreachable : 0;
-    for (auto l : path) c += routing_cost(links_[l].bandwidth, links_[l].latency);
+    for (auto l : path) c += routing_cost(links_[l].capacity(), links_[l].latency);
     costs_[static_cast<std::size_t>(from) * nv + static_cast<std::size_t>(to)] = c;
     routes_[static_cast<std::size_t>(from) * nv + static_cast<std::size_t>(to)] = std::move(path);
   };
@@ -290,6 +291,7 @@ class FabricBuilder {
         l.dst = d;
         l.kind = type.kind;
         l.bandwidth = type.bandwidth;
+        l.efficiency = type.efficiency;
         l.latency = type.latency;
         if (t_.vertices_[d].kind == VertexKind::fabric_switch) l.latency += switch_latency_;
         l.type = type.name;
@@ -436,17 +438,49 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     for (int k = 0; k < t.nodes_[static_cast<std::size_t>(n)].nics_used; ++k) nics.emplace_back(n, k);
   const int total_nics = static_cast<int>(nics.size());
 
-  auto spines_for = [&](const std::vector<std::uint32_t>& leaves, int up, const std::string& name) -> Status {
-    if (leaves.size() <= 1) return {};
-    if (static_cast<int>(leaves.size()) > f.radix) {
-      return Error(fmt::format("{} needs {} leaf switches, more than a radix-{} spine can connect; use kind: clos3 or a larger radix",
-                               name, leaves.size(), f.radix), "fabric.radix");
+  // Above the leaves: one tier of `up` spines when every leaf fits on a spine's ports, else pods
+  // of radix/2 leaves with `up` spines each, joined by `up` groups of radix/2 core switches
+  // (spine s of every pod to core group s), the three-tier fat-tree.
+  auto upper_tiers = [&](const std::vector<std::uint32_t>& leaves, int up, bool force_three) -> Expected<std::string> {
+    const int nleaves = static_cast<int>(leaves.size());
+    if (nleaves <= 1 && !force_three) return std::string("no spine");
+    if (nleaves <= f.radix && !force_three) {
+      for (int s = 0; s < up; ++s) {
+        const std::uint32_t sp = fb.add_switch(fmt::format("spine{}", s));
+        for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link());
+      }
+      return fmt::format("{} spine", up);
     }
-    for (int s = 0; s < up; ++s) {
-      const std::uint32_t sp = fb.add_switch(fmt::format("spine{}", s));
-      for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link());
+    const int half = std::max(1, f.radix / 2);
+    const int pods = (nleaves + half - 1) / half;
+    if (pods > f.radix) {
+      return Error(fmt::format("{} NICs need {} leaf switches in {} pods, more than radix-{} switches can connect in three tiers "
+                               "(at most {} NICs); raise the radix",
+                               total_nics, nleaves, pods, f.radix, static_cast<long long>(f.radix) * f.radix * f.radix / 4),
+                   "fabric.radix");
     }
-    return {};
+    std::vector<std::vector<std::uint32_t>> cores(static_cast<std::size_t>(up));
+    if (pods > 1) {
+      for (int s = 0; s < up; ++s)
+        for (int c = 0; c < half; ++c) cores[static_cast<std::size_t>(s)].push_back(fb.add_switch(fmt::format("core{}", s * half + c)));
+    }
+    for (int p = 0; p < pods; ++p) {
+      for (int s = 0; s < up; ++s) {
+        const std::uint32_t sp = fb.add_switch(fmt::format("pod{}-spine{}", p, s));
+        for (int l = p * half; l < std::min(nleaves, (p + 1) * half); ++l) fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link());
+        for (std::uint32_t c : cores[static_cast<std::size_t>(s)]) fb.connect(sp, c, fb.link());
+      }
+    }
+    return fmt::format("three tiers: {} pod(s) of {} spine, {} core", pods, up, pods > 1 ? up * half : 0);
+  };
+  // Leaves filled with NICs in node-major order.
+  auto fill_leaves = [&](int down) {
+    std::vector<std::uint32_t> leaves;
+    for (int i = 0; i < total_nics; ++i) {
+      if (i % down == 0) leaves.push_back(fb.add_switch(fmt::format("leaf{}", leaves.size())));
+      fb.attach(nics[static_cast<std::size_t>(i)].first, nics[static_cast<std::size_t>(i)].second, leaves.back());
+    }
+    return leaves;
   };
 
   std::string detail;
@@ -460,16 +494,14 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
       detail = "1 switch";
       break;
     }
-    case FabricKind::fat_tree: {
+    case FabricKind::fat_tree:
+    case FabricKind::clos3: {
       auto ports = leaf_ports(f);
       if (!ports) return ports.error();
-      std::vector<std::uint32_t> leaves;
-      for (int i = 0; i < total_nics; ++i) {
-        if (i % ports->down == 0) leaves.push_back(fb.add_switch(fmt::format("leaf{}", leaves.size())));
-        fb.attach(nics[static_cast<std::size_t>(i)].first, nics[static_cast<std::size_t>(i)].second, leaves.back());
-      }
-      if (auto st = spines_for(leaves, ports->up, fmt::format("a two-level fat-tree of {} NICs", total_nics)); !st) return st.error();
-      detail = fmt::format("{} leaf + {} spine, {}:1 oversubscribed", leaves.size(), leaves.size() > 1 ? ports->up : 0, f.oversubscription);
+      const std::vector<std::uint32_t> leaves = fill_leaves(ports->down);
+      auto upper = upper_tiers(leaves, ports->up, f.kind == FabricKind::clos3);
+      if (!upper) return upper.error();
+      detail = fmt::format("{} leaf, {}, {}:1 oversubscribed", leaves.size(), *upper, f.oversubscription);
       break;
     }
     case FabricKind::rail_optimized: {
@@ -488,41 +520,9 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
           leaves.push_back(lf);
           for (int n = su * per_su; n < std::min(t.nodes(), (su + 1) * per_su); ++n) fb.attach(n, r, lf);
         }
-      if (auto st = spines_for(leaves, ports->up, fmt::format("a rail-optimized fabric of {} rails x {} units", rails, sus)); !st) return st.error();
-      detail = fmt::format("{} rails x {} unit(s) of {} nodes: {} leaf + {} spine", rails, sus, per_su, leaves.size(),
-                           leaves.size() > 1 ? ports->up : 0);
-      break;
-    }
-    case FabricKind::clos3: {
-      auto ports = leaf_ports(f);
-      if (!ports) return ports.error();
-      const int half = f.radix / 2;
-      std::vector<std::uint32_t> leaves;
-      for (int i = 0; i < total_nics; ++i) {
-        if (i % ports->down == 0) leaves.push_back(fb.add_switch(fmt::format("leaf{}", leaves.size())));
-        fb.attach(nics[static_cast<std::size_t>(i)].first, nics[static_cast<std::size_t>(i)].second, leaves.back());
-      }
-      const int pods = (static_cast<int>(leaves.size()) + half - 1) / half;
-      if (pods > f.radix) {
-        return Error(fmt::format("{} NICs need {} pods, more than a radix-{} core can connect", total_nics, pods, f.radix), "fabric.radix");
-      }
-      // Spine s of every pod connects to core group s (half cores each).
-      std::vector<std::vector<std::uint32_t>> cores(static_cast<std::size_t>(ports->up));
-      if (pods > 1) {
-        for (int s = 0; s < ports->up; ++s)
-          for (int c = 0; c < half; ++c) cores[static_cast<std::size_t>(s)].push_back(fb.add_switch(fmt::format("core{}", s * half + c)));
-      }
-      for (int p = 0; p < pods; ++p) {
-        for (int s = 0; s < ports->up; ++s) {
-          const std::uint32_t sp = fb.add_switch(fmt::format("pod{}-spine{}", p, s));
-          for (int l = p * half; l < std::min(static_cast<int>(leaves.size()), (p + 1) * half); ++l) {
-            fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link());
-          }
-          for (std::uint32_t c : cores[static_cast<std::size_t>(s)]) fb.connect(sp, c, fb.link());
-        }
-      }
-      detail = fmt::format("{} leaf, {} pod(s) of {} spine, {} core", leaves.size(), pods, ports->up,
-                           pods > 1 ? ports->up * half : 0);
+      auto upper = upper_tiers(leaves, ports->up, false);
+      if (!upper) return upper.error();
+      detail = fmt::format("{} rails x {} unit(s) of {} nodes: {} leaf, {}", rails, sus, per_su, leaves.size(), *upper);
       break;
     }
     case FabricKind::custom: {
@@ -588,7 +588,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
   for (std::uint32_t i = first_fabric_link; i < t.links_.size(); ++i) {
     const TopoLink& l = t.links_[i];
     boost::add_edge(static_cast<std::size_t>(t.fabric_index_.at(l.src)), static_cast<std::size_t>(t.fabric_index_.at(l.dst)),
-                    EdgeLink{i, routing_cost(l.bandwidth, l.latency)}, t.fabric_);
+                    EdgeLink{i, routing_cost(l.capacity(), l.latency)}, t.fabric_);
   }
 
   // Every NIC must reach every other: breadth-first search from the first NIC.
@@ -638,7 +638,7 @@ std::string Topology::link_name(LinkId id) const {
 
 void Topology::install(FlowNetwork& net) const {
   DTSIM_ASSERT(net.link_count() == 0, "install() needs an empty network");
-  for (const TopoLink& l : links_) net.add_link(l.bandwidth, l.latency);
+  for (const TopoLink& l : links_) net.add_link(l.capacity(), l.latency);
 }
 
 std::string Topology::summary() const {
@@ -764,8 +764,8 @@ Time Router::latency(const Path& p) const {
 
 Bandwidth Router::bottleneck(const Path& p) const {
   if (p.empty()) return Bandwidth{};
-  Bandwidth b = topo_.link(p.front()).bandwidth;
-  for (LinkId l : p) b = std::min(b, topo_.link(l).bandwidth);
+  Bandwidth b = topo_.link(p.front()).capacity();
+  for (LinkId l : p) b = std::min(b, topo_.link(l).capacity());
   return b;
 }
 

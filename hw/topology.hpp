@@ -28,9 +28,12 @@ struct Vertex {
 struct TopoLink {
   std::uint32_t src = 0, dst = 0;  // vertex ids
   LinkKind kind = LinkKind::net;
-  Bandwidth bandwidth;             // capacity of this direction
+  Bandwidth bandwidth;             // line rate of this direction
+  double efficiency = 1.0;         // achievable fraction of the line rate (from the link type)
   Time latency;
   std::string type;                // link type name, e.g. "nvlink4"
+  // What flows can use: line rate x efficiency.
+  Bandwidth capacity() const { return bandwidth * efficiency; }
 };
 
 using Path = std::vector<LinkId>;
@@ -158,7 +161,7 @@ class Router {
   // Appends fabric links from one NIC (global vertex) to another.
   void append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t label, Path& out);
   Time latency(const Path& p) const;
-  // Smallest link bandwidth along a path (zero for an empty path).
+  // Smallest link capacity along a path (zero for an empty path).
   Bandwidth bottleneck(const Path& p) const;
   std::size_t cached_tables() const { return dist_.size(); }
 

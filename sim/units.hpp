@@ -37,6 +37,7 @@ class Time {
   constexpr Time& operator+=(Time o) { ps_ += o.ps_; return *this; }
   constexpr Time& operator-=(Time o) { ps_ -= o.ps_; return *this; }
   constexpr Time operator*(std::int64_t k) const { return Time(ps_ * k); }
+  constexpr Time operator/(std::int64_t k) const { return Time(ps_ / k); }
 
  private:
   constexpr explicit Time(std::int64_t v) : ps_(v) {}

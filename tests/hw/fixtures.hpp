@@ -27,7 +27,7 @@ inline GpuSpec gpu() {
 
 // `gpus` GPUs on an NVSwitch (100 GB/s per GPU per direction), one CPU, one PCIe switch per
 // pair of GPUs with one NIC each (NIC i beside GPUs 2i, 2i+1) unless `nic_per_gpu`.
-inline NodeSpec nvswitch_node(int gpus = 8, bool nic_per_gpu = true) {
+inline NodeSpec nvswitch_node(int gpus = 8, bool nic_per_gpu = true, double nic_GBps = 50) {
   NodeSpec n;
   n.name = "test-nvswitch";
   n.gpu = gpu();
@@ -46,7 +46,7 @@ inline NodeSpec nvswitch_node(int gpus = 8, bool nic_per_gpu = true) {
     g.nics = nic_per_gpu ? std::vector<int>{2 * s, 2 * s + 1} : std::vector<int>{s};
     n.pcie_groups.push_back(g);
   }
-  n.nic = link("nic", LinkKind::net, 50, Time::ns(400), Time::ns(200));
+  n.nic = link("nic", LinkKind::net, nic_GBps, Time::ns(400), Time::ns(200));
   return n;
 }
 

@@ -122,14 +122,14 @@ TEST(Topology, ClosBeyondItsRadixIsAClearError) {
   auto t = Topology::build(cluster(nvswitch_node(8, false), 64, FabricKind::clos3, 8));
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().field, "fabric.radix");
+  EXPECT_NE(t.error().message.find("at most 128 NICs"), std::string::npos) << t.error().message;
 }
 
-TEST(Topology, TooManyLeavesForTwoLevelsIsAClearError) {
-  auto c = cluster(nvswitch_node(8, false), 64, FabricKind::fat_tree, 8);
-  auto t = Topology::build(c);
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.error().field, "fabric.radix");
-  EXPECT_NE(t.error().message.find("clos3"), std::string::npos);
+TEST(Topology, FatTreeGrowsAThirdTierWhenTwoDoNotSuffice) {
+  // 256 NICs, radix 16: 32 leaves exceed a 16-port spine, so pods and cores appear.
+  Topology t = build(cluster(nvswitch_node(8, false), 64, FabricKind::fat_tree, 16));
+  EXPECT_EQ(t.fabric_switches(), 32 + 4 * 8 + 64);
+  EXPECT_NE(t.summary().find("three tiers"), std::string::npos) << t.summary();
 }
 
 TEST(Topology, DisconnectedCustomFabricIsAnErrorNamingTheGpus) {

@@ -1,0 +1,231 @@
+#include "cli/collective_command.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/errors.hpp"
+#include "comm/collective.hpp"
+#include "config/hardware.hpp"
+#include "hw/topology.hpp"
+#include "reports/collective_report.hpp"
+#include "reports/output.hpp"
+
+namespace dtsim::cli {
+
+namespace {
+
+struct Options {
+  std::string cluster;
+  std::optional<int> nodes;
+  std::optional<int> gpus_per_node;
+  std::optional<int> gpus;
+  std::string op = "allreduce";
+  std::string algo = "auto";
+  std::string proto = "auto";
+  std::string min = "8";
+  std::string max = "128M";
+  int factor = 2;
+  std::string dtype = "float";
+  int root = 0;
+  std::string fidelity = "coupled";
+  std::string sharing = "max-min";
+  std::vector<std::string> sets;
+  std::string json;
+  bool list_params = false;
+};
+
+std::string nccl_type_name(hw::DType d) {
+  switch (d) {
+    case hw::DType::fp64: return "double";
+    case hw::DType::fp32: return "float";
+    case hw::DType::tf32: return "float";
+    case hw::DType::bf16: return "bfloat16";
+    case hw::DType::fp16: return "half";
+    case hw::DType::fp8: return "fp8";
+  }
+  return "float";
+}
+
+int list_params() {
+  const comm::CommParams p = comm::CommParams::nccl_defaults();
+  std::printf("%-40s %-12s %s\n", "parameter", "default", "meaning (source)");
+  for (const auto& info : comm::comm_param_table()) {
+    std::printf("%-40s %-12s %s (%s)\n", ("comm." + info.name).c_str(), info.get(p).c_str(), info.help.c_str(), info.source.c_str());
+  }
+  return kExitOk;
+}
+
+int run(const Options& o) {
+  if (o.list_params) return list_params();
+  if (o.cluster.empty()) {
+    print_error("--cluster is required (a cluster or node preset, or a YAML file)");
+    return kExitBadInput;
+  }
+  // Everything the user typed is checked before anything runs.
+  std::vector<std::string> errors;
+  const auto op = parse_coll_op(o.op);
+  if (!op) errors.push_back(fmt::format("--op: unknown collective '{}' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv)", o.op));
+  std::optional<comm::Algo> algo;
+  if (o.algo != "auto") {
+    algo = comm::parse_algo(o.algo);
+    if (!algo) errors.push_back(fmt::format("--algo: unknown algorithm '{}' (ring, tree, nvls, hierarchical, direct, auto)", o.algo));
+  }
+  std::optional<comm::Protocol> proto;
+  if (o.proto != "auto") {
+    proto = comm::parse_protocol(o.proto);
+    if (!proto) errors.push_back(fmt::format("--proto: unknown protocol '{}' (LL, LL128, Simple, auto)", o.proto));
+  }
+  const auto min = parse_bytes(o.min);
+  if (!min) errors.push_back("--min: " + min.error().message);
+  const auto max = parse_bytes(o.max);
+  if (!max) errors.push_back("--max: " + max.error().message);
+  if (min && max && *min > *max) errors.push_back(fmt::format("--min ({}) is larger than --max ({})", o.min, o.max));
+  if (max && *max > Bytes(std::int64_t{1} << 40)) errors.push_back(fmt::format("--max: {} is beyond what dtsim simulates (1 TiB per call)", o.max));
+  if (o.factor < 2) errors.push_back("--factor must be 2 or more");
+  const auto dtype = hw::parse_dtype(o.dtype);
+  if (!dtype) errors.push_back(fmt::format("--dtype: unknown type '{}' (float, half, bfloat16, double, fp8)", o.dtype));
+  const auto fidelity = comm::parse_fidelity(o.fidelity);
+  if (!fidelity) errors.push_back(fmt::format("--fidelity: unknown '{}' (coupled, per-edge, per-step)", o.fidelity));
+  if (!make_sharing_model(o.sharing)) errors.push_back(fmt::format("--sharing: unknown model '{}' (max-min, constant)", o.sharing));
+  comm::CommParams params = comm::CommParams::nccl_defaults();
+  for (const auto& s : o.sets) {
+    const auto eq = s.find('=');
+    std::string key = s.substr(0, eq);
+    if (key.rfind("comm.", 0) == 0) key = key.substr(5);
+    if (eq == std::string::npos) {
+      errors.push_back(fmt::format("--set: '{}' is not key=value", s));
+      continue;
+    }
+    if (auto st = comm::set_comm_param(params, key, s.substr(eq + 1)); !st) errors.push_back("--set " + st.error().to_string());
+  }
+
+  config::LoadContext ctx;
+  auto spec = config::load_cluster(config::ClusterRequest{o.cluster, o.nodes, o.gpus_per_node}, ctx);
+  for (const auto& e : errors) print_error(e);
+  if (!spec) {
+    print_diagnostics(ctx.diagnostics);
+    return kExitBadInput;
+  }
+  auto topo = hw::Topology::build(*spec);
+  if (!topo) {
+    ctx.report(topo.error());
+    print_diagnostics(ctx.diagnostics);
+    return kExitBadInput;
+  }
+  if (!errors.empty()) return kExitBadInput;
+
+  const int gpus = o.gpus.value_or(topo->gpus());
+  if (gpus < 1 || gpus > topo->gpus()) {
+    print_error(fmt::format("--gpus: {} GPUs requested but the cluster has {}", gpus, topo->gpus()));
+    return kExitBadInput;
+  }
+  std::vector<int> ranks(static_cast<std::size_t>(gpus));
+  for (int i = 0; i < gpus; ++i) ranks[static_cast<std::size_t>(i)] = i;
+  if (o.root < 0 || o.root >= gpus) {
+    print_error(fmt::format("--root: {} is not a rank of the {} GPUs", o.root, gpus));
+    return kExitBadInput;
+  }
+
+  hw::Router router(*topo);
+  comm::Planner planner(*topo, router, params);
+  const int elem = hw::dtype_bytes(*dtype);
+  const bool rooted = *op == CollOp::broadcast || *op == CollOp::reduce;
+  const bool reducing = *op == CollOp::allreduce || *op == CollOp::reducescatter || *op == CollOp::reduce;
+
+  reports::CollectiveReport report;
+  report.header.push_back(fmt::format("dtsim collective: {} over {} GPUs, algorithm {}, protocol {}, {} fidelity, {} sharing",
+                                      o.op, gpus, o.algo, o.proto, o.fidelity, o.sharing));
+  report.header.push_back("cluster: " + topo->summary());
+  report.header.push_back("model: NCCL-style algorithms as flows on the topology; latency from NCCL's tuning tables, link "
+                          "efficiency from the presets (dtsim collective --list-params; docs/model.md)");
+  nlohmann::json cfg;
+  cfg["command"] = "collective";
+  cfg["cluster"] = {{"request", o.cluster}, {"summary", topo->summary()}, {"gpus", topo->gpus()}, {"nodes", topo->nodes()},
+                    {"fabric", std::string(hw::to_string(spec->fabric.kind))}};
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : spec->groups) {
+    groups.push_back({{"node", g.node.name}, {"count", g.count}, {"gpus_per_node", g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus},
+                      {"gpu", g.node.gpu.name}, {"nic", g.node.nic ? g.node.nic->name : std::string("none")}});
+  }
+  cfg["cluster"]["node_groups"] = groups;
+  cfg["options"] = {{"op", o.op}, {"algo", o.algo}, {"proto", o.proto}, {"gpus", gpus}, {"min", min->count()}, {"max", max->count()},
+                    {"factor", o.factor}, {"dtype", nccl_type_name(*dtype)}, {"root", o.root}, {"fidelity", o.fidelity},
+                    {"sharing", o.sharing}};
+  nlohmann::json pj;
+  for (const auto& info : comm::comm_param_table()) pj[info.name] = info.get(params);
+  cfg["comm_params"] = pj;
+  report.config = cfg;
+
+  for (std::int64_t size = min->count(); size <= max->count(); size *= o.factor) {
+    const std::int64_t count = std::max<std::int64_t>(1, size / elem);
+    const Bytes bytes(count * elem);
+    comm::CollectiveRequest req;
+    req.op = *op;
+    req.size = bytes;
+    req.ranks = ranks;
+    req.root = o.root;
+    req.algo = algo;
+    req.protocol = proto;
+    req.fidelity = *fidelity;
+    auto plan = planner.plan(req);
+    if (!plan) {
+      print_error("--" + plan.error().field + ": " + plan.error().message);
+      return kExitBadInput;
+    }
+    const Time t = comm::simulate_alone(*topo, *plan, o.sharing);
+    reports::CollectiveRow row;
+    row.op = *op;
+    row.algo = std::string(comm::to_string(plan->algo));
+    row.protocol = std::string(comm::to_string(plan->protocol));
+    row.channels = plan->channels;
+    row.bytes = bytes.count();
+    row.count = count;
+    row.type = nccl_type_name(*dtype);
+    row.redop = reducing ? "sum" : "none";
+    row.root = rooted ? o.root : -1;
+    row.time_us = t.microseconds();
+    row.algbw_GBps = algbw_GBps(bytes.as_double(), t.seconds());
+    row.busbw_GBps = busbw_GBps(*op, gpus, bytes.as_double(), t.seconds());
+    row.estimate_us = plan->estimate.microseconds();
+    report.rows.push_back(row);
+    if (size == 0) break;
+  }
+
+  if (!o.json.empty()) {
+    if (auto st = reports::write_file_atomic(o.json, reports::to_json(report).dump(2) + "\n"); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
+  std::fputs(reports::render_table(report).c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_collective_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("collective", "Simulate one collective over a range of message sizes (like nccl-tests)");
+  cmd->add_option("--cluster", o->cluster, "Cluster preset, node preset (with --nodes), or a cluster YAML file");
+  cmd->add_option("--nodes", o->nodes, "Number of nodes (with a node preset: joined by the node's reference fabric)");
+  cmd->add_option("--gpus-per-node", o->gpus_per_node, "Use only the first G GPUs of every node");
+  cmd->add_option("--gpus", o->gpus, "Use only the first N GPUs of the cluster (default: all)");
+  cmd->add_option("--op", o->op, "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv")->capture_default_str();
+  cmd->add_option("--algo", o->algo, "ring, tree, nvls, hierarchical, direct, or auto (fastest, as NCCL's tuner)")->capture_default_str();
+  cmd->add_option("--proto", o->proto, "LL, LL128, Simple, or auto")->capture_default_str();
+  cmd->add_option("-b,--min", o->min, "Smallest size, e.g. 8, 1M (K/M/G = 1024-based, as nccl-tests)")->capture_default_str();
+  cmd->add_option("-e,--max", o->max, "Largest size, e.g. 8G")->capture_default_str();
+  cmd->add_option("-f,--factor", o->factor, "Multiply the size by this between rows")->capture_default_str();
+  cmd->add_option("-d,--dtype", o->dtype, "Element type: float, half, bfloat16, double, fp8")->capture_default_str();
+  cmd->add_option("-r,--root", o->root, "Root rank of broadcast and reduce")->capture_default_str();
+  cmd->add_option("--fidelity", o->fidelity, "coupled (one flow group per ring channel), per-edge, per-step (O(n^2))")->capture_default_str();
+  cmd->add_option("--sharing", o->sharing, "Bandwidth sharing: max-min, or constant (no contention)")->capture_default_str();
+  cmd->add_option("--set", o->sets, "Override a model parameter, e.g. --set comm.ring.Simple.base_latency=5us");
+  cmd->add_option("--json", o->json, "Also write {config, rows} as JSON to this file");
+  cmd->add_flag("--list-params", o->list_params, "List the communication-model parameters with defaults and sources");
+  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,751 @@
+#include "comm/collective.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace dtsim::comm {
+
+std::string_view to_string(Fidelity f) {
+  switch (f) {
+    case Fidelity::coupled: return "coupled";
+    case Fidelity::per_edge: return "per-edge";
+    case Fidelity::per_step: return "per-step";
+  }
+  return "?";
+}
+
+std::optional<Fidelity> parse_fidelity(std::string_view s) {
+  for (Fidelity f : {Fidelity::coupled, Fidelity::per_edge, Fidelity::per_step}) {
+    if (to_string(f) == s) return f;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::uint64_t label_of(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return (a * 0x9E3779B1u) ^ (b << 21) ^ (c << 42) ^ c; }
+
+Bytes scaled(double bytes, double factor) { return Bytes(static_cast<std::int64_t>(std::ceil(bytes / factor))); }
+
+int ceil_log2(int m) {
+  int d = 0;
+  while ((1 << d) < m) ++d;
+  return d;
+}
+
+void append(hw::Path& dst, const hw::Path& src) { dst.insert(dst.end(), src.begin(), src.end()); }
+
+std::vector<LinkUse> to_uses(const hw::Path& p) {
+  std::vector<LinkUse> u;
+  u.reserve(p.size());
+  for (LinkId l : p) u.push_back(LinkUse{l, 1});
+  return merge_uses(std::move(u));
+}
+
+// Binary tree over 0..m-1 built from the bits of the index: rank r > 0 with lowest set bit b
+// hangs below (r ^ b) | (b << 1), or r ^ b when that is out of range; 0 is the root. Odd ranks
+// are leaves, so shifting every rank by one (below) turns them into the inner nodes.
+std::vector<int> binary_tree(int m) {
+  std::vector<int> parent(static_cast<std::size_t>(m), -1);
+  for (int r = 1; r < m; ++r) {
+    const int bit = r & -r;
+    int up = (r ^ bit) | (bit << 1);
+    if (up >= m) up = r ^ bit;
+    parent[static_cast<std::size_t>(r)] = up;
+  }
+  return parent;
+}
+
+// NCCL's double binary tree: the second tree is the first shifted by one (even m) or mirrored
+// (odd m), so that most leaves of one tree are inner nodes of the other.
+std::array<std::vector<int>, 2> double_binary_tree(int m) {
+  std::vector<int> t0 = binary_tree(m);
+  std::vector<int> t1(static_cast<std::size_t>(m), -1);
+  auto sigma = [m](int x) { return m % 2 == 0 ? (x + 1) % m : m - 1 - x; };
+  for (int x = 0; x < m; ++x) {
+    const int p = t0[static_cast<std::size_t>(x)];
+    t1[static_cast<std::size_t>(sigma(x))] = p < 0 ? -1 : sigma(p);
+  }
+  return {t0, t1};
+}
+
+}  // namespace
+
+Planner::Planner(const hw::Topology& topo, hw::Router& router, CommParams params)
+    : topo_(topo), router_(router), params_(std::move(params)) {}
+
+Planner::Layout Planner::layout(const std::vector<int>& ranks) const {
+  Layout lay;
+  lay.ranks = ranks;
+  std::map<int, std::size_t> index;
+  for (int r : ranks) {
+    const int node = topo_.node_of(r);
+    auto it = index.find(node);
+    if (it == index.end()) {
+      it = index.emplace(node, lay.nodes.size()).first;
+      lay.nodes.push_back(NodePart{node, {}});
+    }
+    lay.nodes[it->second].locals.push_back(topo_.local_of(r));
+  }
+  for (const auto& p : lay.nodes) lay.max_per_node = std::max(lay.max_per_node, static_cast<int>(p.locals.size()));
+  return lay;
+}
+
+Transport Planner::intra_transport(const Layout& lay) const {
+  for (const auto& p : lay.nodes) {
+    if (topo_.node_template(p.node).spec().nvlink_topology == hw::NvlinkTopology::none) return Transport::pcie;
+  }
+  return Transport::nvlink;
+}
+
+Time Planner::step_latency(Algo a, Protocol p, Transport t, bool multinode) const {
+  Time s = params_.lat(a, p).step[static_cast<std::size_t>(t)];
+  if (p == Protocol::ll && multinode && t != Transport::net) s = Time::from_seconds(s.seconds() * params_.ll_multinode_intra_factor);
+  return s;
+}
+
+double Planner::bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const {
+  if (a == Algo::nvls) return 1.0;
+  if (a == Algo::tree) {
+    switch (p) {
+      case Protocol::ll: return params_.tree_ll;
+      case Protocol::ll128: return params_.tree_ll128;
+      case Protocol::simple: return params_.tree_simple;
+    }
+  }
+  switch (p) {
+    case Protocol::ll:
+      return (multinode || op == CollOp::allreduce || op == CollOp::reduce) ? params_.ring_ll_allreduce : params_.ring_ll_other;
+    case Protocol::ll128: return params_.ring_ll128;
+    case Protocol::simple: return 1.0;
+  }
+  return 1.0;
+}
+
+std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveRequest& req) const {
+  std::vector<std::pair<Algo, Protocol>> out;
+  const Layout lay = layout(req.ranks);
+  const bool multinode = lay.nodes.size() > 1;
+  bool nvls = true;
+  for (const auto& p : lay.nodes) {
+    const auto& spec = topo_.node_template(p.node).spec();
+    nvls = nvls && spec.nvls && spec.nvlink_topology == hw::NvlinkTopology::nvswitch;
+  }
+  auto all = [&](Algo a) {
+    for (Protocol p : kAllProtocols) out.emplace_back(a, p);
+  };
+  switch (req.op) {
+    case CollOp::allreduce:
+      all(Algo::ring);
+      all(Algo::tree);
+      if (nvls && static_cast<int>(req.ranks.size()) > 1) out.emplace_back(Algo::nvls, Protocol::simple);
+      if (multinode && lay.max_per_node > 1) {
+        for (Protocol p : kAllProtocols) out.emplace_back(Algo::hierarchical, p);
+      }
+      break;
+    case CollOp::allgather:
+    case CollOp::reducescatter:
+    case CollOp::broadcast:
+    case CollOp::reduce: all(Algo::ring); break;
+    case CollOp::alltoall:
+    case CollOp::sendrecv: all(Algo::direct); break;
+  }
+  return out;
+}
+
+Expected<Plan> Planner::plan(const CollectiveRequest& req) {
+  if (req.ranks.empty()) return Error("a collective needs at least one rank", "ranks");
+  for (int r : req.ranks) {
+    if (r < 0 || r >= topo_.gpus()) return Error(fmt::format("rank {} does not exist (the cluster has {} GPUs)", r, topo_.gpus()), "ranks");
+  }
+  {
+    std::vector<int> sorted = req.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return Error("a GPU appears twice in the communicator", "ranks");
+  }
+  if (req.root < 0 || req.root >= static_cast<int>(req.ranks.size())) return Error(fmt::format("root {} is not a rank of the communicator", req.root), "root");
+  if (req.size < Bytes(0)) return Error("the size must not be negative", "size");
+  if (req.size > Bytes(std::int64_t{1} << 50)) return Error(fmt::format("{} is beyond what dtsim simulates (1 PiB)", to_string(req.size)), "size");
+  const Layout lay = layout(req.ranks);
+  const auto cands = candidates(req);
+  std::vector<std::pair<Algo, Protocol>> chosen;
+  for (const auto& [a, p] : cands) {
+    if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
+  }
+  if (chosen.empty()) {
+    std::string valid;
+    for (const auto& [a, p] : cands) valid += fmt::format("{}{}/{}", valid.empty() ? "" : ", ", to_string(a), to_string(p));
+    return Error(fmt::format("{}{}{} cannot run {} on these {} GPUs (possible: {})", req.algo ? to_string(*req.algo) : "any algorithm",
+                             req.protocol ? " with " : "", req.protocol ? to_string(*req.protocol) : "", to_string(req.op),
+                             req.ranks.size(), valid),
+                 "algo");
+  }
+  std::optional<Plan> best;
+  for (const auto& [a, p] : chosen) {
+    // Candidates are compared on the closed form; only the winner keeps its fidelity.
+    CollectiveRequest r = req;
+    if (chosen.size() > 1) r.fidelity = Fidelity::coupled;
+    auto pl = plan_fixed(r, lay, a, p);
+    if (!pl) return pl.error();
+    if (!best || pl->estimate < best->estimate) best = std::move(*pl);
+  }
+  if (chosen.size() > 1 && req.fidelity != Fidelity::coupled) {
+    return plan_fixed(req, lay, best->algo, best->protocol);
+  }
+  return std::move(*best);
+}
+
+Expected<Plan> Planner::plan_fixed(const CollectiveRequest& req, const Layout& lay, Algo algo, Protocol proto) {
+  Plan plan;
+  plan.op = req.op;
+  plan.algo = algo;
+  plan.protocol = proto;
+  plan.ranks = static_cast<int>(req.ranks.size());
+  plan.nodes = static_cast<int>(lay.nodes.size());
+  plan.size = req.size;
+  plan.channels = 1;
+  if (plan.ranks == 1) {
+    // One rank: nothing crosses a link; only the call itself costs time.
+    plan.phases.push_back(Phase{"local", {FlowGroup{{}, Bytes(0), params_.call_overhead}}});
+    plan.estimate = estimate(plan);
+    return plan;
+  }
+  if (req.fidelity == Fidelity::per_step && algo != Algo::ring) {
+    return Error("per-step fidelity exists for ring algorithms only", "fidelity");
+  }
+  if (req.fidelity == Fidelity::per_step && plan.ranks > 512) {
+    return Error(fmt::format("per-step fidelity costs O(n^2) flows; {} ranks is too many (use coupled)", plan.ranks), "fidelity");
+  }
+  switch (algo) {
+    case Algo::ring:
+      if (req.op == CollOp::broadcast || req.op == CollOp::reduce) add_chain(lay, req.op, req.root, proto, req.size, plan);
+      else add_ring(lay, req.op, proto, req.size, req.fidelity, plan);
+      break;
+    case Algo::tree: add_tree(lay, proto, req.size, plan); break;
+    case Algo::nvls:
+      if (lay.nodes.size() == 1) add_nvls(lay, req.size, plan);
+      else add_hierarchical(lay, proto, req.size, true, plan);
+      break;
+    case Algo::hierarchical: add_hierarchical(lay, proto, req.size, false, plan); break;
+    case Algo::direct: add_direct(lay, req.op, proto, req.size, plan); break;
+  }
+  plan.estimate = estimate(plan);
+  return plan;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Paths and orders
+
+void Planner::append_to_nic(int rank, int nic, hw::Path& out) {
+  const int node = topo_.node_of(rank);
+  const hw::NodeTemplate& t = topo_.node_template(node);
+  const int g = topo_.local_of(rank);
+  // The GPU the NIC belongs to (the first one that prefers it).
+  int own = -1;
+  for (int x = 0; x < t.gpus() && own < 0; ++x) {
+    if (t.nearest_nic(x, topo_.fabric_nics(node)) == nic) own = x;
+  }
+  if (own >= 0 && own != g) {
+    const auto& hop = t.route(g, own);
+    const bool nvlink = !hop.empty() && std::all_of(hop.begin(), hop.end(), [&](std::uint32_t l) {
+      return t.links()[l].kind == hw::LinkKind::nvlink;
+    });
+    if (nvlink) {  // PXN: over NVLink to the NIC's own GPU, then down its PCIe switch
+      router_.append_local(node, g, own, out);
+      router_.append_local(node, own, t.nic_vertex(nic), out);
+      return;
+    }
+  }
+  router_.append_local(node, g, t.nic_vertex(nic), out);
+}
+
+hw::Path Planner::edge_path(int from_rank, int to_rank, int nic, std::uint64_t label) {
+  const int a = topo_.node_of(from_rank), b = topo_.node_of(to_rank);
+  if (a == b) return router_.route(from_rank, to_rank, label);
+  hw::Path p;
+  const int src_nic = nic % std::max(1, topo_.fabric_nics(a));
+  const int dst_nic = nic % std::max(1, topo_.fabric_nics(b));
+  append_to_nic(from_rank, src_nic, p);
+  const hw::NodeTemplate& tb = topo_.node_template(b);
+  router_.append_fabric(topo_.vertex(a, topo_.node_template(a).nic_vertex(src_nic)), topo_.vertex(b, tb.nic_vertex(dst_nic)), label, p);
+  router_.append_local(b, tb.nic_vertex(dst_nic), topo_.local_of(to_rank), p);
+  return p;
+}
+
+std::vector<std::vector<int>> Planner::mesh_cycles(const hw::NodeTemplate& t) {
+  auto it = mesh_cache_.find(&t);
+  if (it != mesh_cache_.end()) return it->second;
+  const int g = t.gpus();
+  // NVLink multiplicity between GPU pairs.
+  std::vector<int> links(static_cast<std::size_t>(g * g), 0);
+  for (const auto& p : t.spec().nvlink_mesh) {
+    if (p.a < g && p.b < g) {
+      links[static_cast<std::size_t>(p.a * g + p.b)] = p.links;
+      links[static_cast<std::size_t>(p.b * g + p.a)] = p.links;
+    }
+  }
+  std::vector<std::vector<int>> cycles;
+  if (g >= 3 && g <= 8) {
+    // All Hamiltonian cycles of the NVLink graph through GPU 0 (one direction each), then a greedy
+    // pick that spreads load over the links, as NCCL's ring search does: K = links per GPU / 2.
+    std::vector<std::vector<int>> all;
+    std::vector<int> perm(static_cast<std::size_t>(g - 1));
+    std::iota(perm.begin(), perm.end(), 1);
+    do {
+      if (perm.front() > perm.back()) continue;  // skip the reversed duplicate
+      std::vector<int> cyc{0};
+      cyc.insert(cyc.end(), perm.begin(), perm.end());
+      bool ok = true;
+      for (int i = 0; i < g && ok; ++i) ok = links[static_cast<std::size_t>(cyc[static_cast<std::size_t>(i)] * g + cyc[static_cast<std::size_t>((i + 1) % g)])] > 0;
+      if (ok) all.push_back(cyc);
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    int max_links = 0;
+    for (int a = 0; a < g; ++a) {
+      int s = 0;
+      for (int b = 0; b < g; ++b) s += links[static_cast<std::size_t>(a * g + b)];
+      max_links = std::max(max_links, s);
+    }
+    std::vector<int> load(static_cast<std::size_t>(g * g), 0);
+    for (int k = 0; k < std::max(1, max_links / 2) && !all.empty(); ++k) {
+      std::size_t best = 0;
+      double best_cost = 1e300;
+      for (std::size_t c = 0; c < all.size(); ++c) {
+        double cost = 0;
+        for (int i = 0; i < g; ++i) {
+          const auto e = static_cast<std::size_t>(all[c][static_cast<std::size_t>(i)] * g + all[c][static_cast<std::size_t>((i + 1) % g)]);
+          cost = std::max(cost, (load[e] + 1.0) / links[e]);
+        }
+        if (cost < best_cost) {
+          best_cost = cost;
+          best = c;
+        }
+      }
+      for (int i = 0; i < g; ++i) {
+        const int a = all[best][static_cast<std::size_t>(i)], b = all[best][static_cast<std::size_t>((i + 1) % g)];
+        ++load[static_cast<std::size_t>(a * g + b)];
+        ++load[static_cast<std::size_t>(b * g + a)];
+      }
+      cycles.push_back(all[best]);
+    }
+  }
+  // Each cycle is used in both directions (full-duplex links).
+  std::vector<std::vector<int>> both;
+  for (const auto& c : cycles) {
+    both.push_back(c);
+    both.emplace_back(c.rbegin(), c.rend());
+  }
+  mesh_cache_[&t] = both;
+  return both;
+}
+
+std::vector<std::vector<int>> Planner::intra_orders(const NodePart& part) {
+  const hw::NodeTemplate& t = topo_.node_template(part.node);
+  if (t.spec().nvlink_topology == hw::NvlinkTopology::mesh) {
+    const auto cycles = mesh_cycles(t);
+    if (!cycles.empty()) {
+      std::vector<std::vector<int>> out;
+      for (const auto& c : cycles) {
+        std::vector<int> o;
+        for (int x : c) {
+          if (std::find(part.locals.begin(), part.locals.end(), x) != part.locals.end()) o.push_back(x);
+        }
+        out.push_back(o);
+      }
+      return out;
+    }
+  }
+  return {part.locals};
+}
+
+// ----------------------------------------------------------------------------------------------
+// Algorithms
+
+std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
+  std::vector<RingChannel> channels;
+  if (lay.nodes.size() == 1) {
+    for (auto& o : intra_orders(lay.nodes[0])) {
+      RingChannel ch;
+      for (int l : o) ch.order.push_back(topo_.first_rank(lay.nodes[0].node) + l);
+      ch.nic = {0};
+      channels.push_back(std::move(ch));
+    }
+    return channels;
+  }
+  int nch = 1;
+  if (lay.max_per_node > 1) {
+    nch = INT32_MAX;
+    for (const auto& p : lay.nodes) nch = std::min({nch, static_cast<int>(p.locals.size()), std::max(1, topo_.fabric_nics(p.node))});
+  }
+  for (int c = 0; c < nch; ++c) {
+    RingChannel ch;
+    for (const auto& part : lay.nodes) {
+      const hw::NodeTemplate& t = topo_.node_template(part.node);
+      const int nics = std::max(1, topo_.fabric_nics(part.node));
+      const auto orders = intra_orders(part);
+      std::vector<int> o = orders[static_cast<std::size_t>(c) % orders.size()];
+      // Start the node's segment at a GPU whose own NIC is this channel's.
+      int first = -1;
+      for (int x : o) {
+        if (nch > 1 && t.nearest_nic(x, nics) == c % nics) {
+          first = x;
+          break;
+        }
+      }
+      if (first < 0) first = o[static_cast<std::size_t>(c) % o.size()];
+      std::rotate(o.begin(), std::find(o.begin(), o.end(), first), o.end());
+      for (int l : o) ch.order.push_back(topo_.first_rank(part.node) + l);
+      ch.nic.push_back(nch > 1 ? c % nics : std::max(0, t.nearest_nic(first, nics)));
+    }
+    channels.push_back(std::move(ch));
+  }
+  return channels;
+}
+
+void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size, Fidelity fid, Plan& plan) {
+  const int n = plan.ranks, m = plan.nodes;
+  const bool multinode = m > 1;
+  const std::vector<RingChannel> channels = ring_channels(lay);
+  plan.channels = static_cast<int>(channels.size());
+  const double nch = static_cast<double>(channels.size());
+  std::map<int, std::size_t> node_index;
+  for (std::size_t i = 0; i < lay.nodes.size(); ++i) node_index[lay.nodes[i].node] = i;
+
+  const bool all_reduce = op == CollOp::allreduce;
+  const int nsteps = all_reduce ? 2 * (n - 1) : n - 1;
+  const int ninter = all_reduce ? 2 * (m - 1) : m - 1;
+  const Transport intra = intra_transport(lay);
+  const Time intra_lat = step_latency(Algo::ring, proto, intra, multinode);
+  const Time inter_lat = step_latency(Algo::ring, proto, Transport::net, multinode);
+  const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
+  const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
+  const double per_edge = (all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n) * size.as_double() / nch;
+
+  // Paths of every edge of every channel.
+  std::vector<std::vector<hw::Path>> paths(channels.size());
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    const auto& ch = channels[c];
+    for (int i = 0; i < n; ++i) {
+      const int a = ch.order[static_cast<std::size_t>(i)], b = ch.order[static_cast<std::size_t>((i + 1) % n)];
+      const int nic = ch.nic[node_index[topo_.node_of(a)]];
+      paths[c].push_back(edge_path(a, b, nic, label_of(c, static_cast<std::uint64_t>(i), 1)));
+    }
+  }
+
+  if (fid == Fidelity::per_step) {
+    const double chunk = size.as_double() / n / nch;
+    for (int s = 0; s < nsteps; ++s) {
+      Phase ph;
+      ph.what = fmt::format("step {}", s + 1);
+      for (std::size_t c = 0; c < channels.size(); ++c) {
+        for (int i = 0; i < n; ++i) {
+          const bool cross = topo_.node_of(channels[c].order[static_cast<std::size_t>(i)]) !=
+                             topo_.node_of(channels[c].order[static_cast<std::size_t>((i + 1) % n)]);
+          ph.groups.push_back(FlowGroup{to_uses(paths[c][static_cast<std::size_t>(i)]), scaled(chunk, factor),
+                                        (cross ? inter_lat : intra_lat) + (s == 0 ? base : Time::zero())});
+        }
+      }
+      plan.phases.push_back(std::move(ph));
+    }
+    return;
+  }
+  const Time latency = base + intra_lat * (nsteps - ninter) + inter_lat * ninter;
+  Phase ph;
+  ph.what = fmt::format("ring {}", to_string(op));
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    if (fid == Fidelity::per_edge) {
+      for (const auto& p : paths[c]) ph.groups.push_back(FlowGroup{to_uses(p), scaled(per_edge, factor), latency});
+    } else {
+      hw::Path all;
+      for (const auto& p : paths[c]) append(all, p);
+      ph.groups.push_back(FlowGroup{to_uses(all), scaled(per_edge, factor), latency});
+    }
+  }
+  plan.phases.push_back(std::move(ph));
+}
+
+void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, Bytes size, Plan& plan) {
+  // Pipelined chain along each ring channel, cut open at the root: broadcast flows away from it,
+  // reduce towards it.
+  const int n = plan.ranks, m = plan.nodes;
+  const bool multinode = m > 1;
+  const int root_rank = lay.ranks[static_cast<std::size_t>(root)];
+  const std::vector<RingChannel> channels = ring_channels(lay);
+  std::map<int, std::size_t> node_index;
+  for (std::size_t i = 0; i < lay.nodes.size(); ++i) node_index[lay.nodes[i].node] = i;
+  plan.channels = static_cast<int>(channels.size());
+  const double nch = static_cast<double>(channels.size());
+  const Transport intra = intra_transport(lay);
+  const Time latency = params_.lat(Algo::ring, proto).base + params_.call_overhead +
+                       step_latency(Algo::ring, proto, intra, multinode) * ((n - 1) - (m - 1)) +
+                       step_latency(Algo::ring, proto, Transport::net, multinode) * (m - 1);
+  const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
+  const double share = size.as_double() / nch;
+  const double fill = static_cast<double>(n - 2) * std::min(share, params_.pipeline_chunk.as_double());
+  Phase ph;
+  ph.what = fmt::format("chain {}", to_string(op));
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    std::vector<int> o = channels[c].order;
+    std::rotate(o.begin(), std::find(o.begin(), o.end(), root_rank), o.end());
+    hw::Path all;
+    for (int i = 0; i + 1 < n; ++i) {
+      int a = o[static_cast<std::size_t>(i)], b = o[static_cast<std::size_t>(i + 1)];
+      if (op == CollOp::reduce) std::swap(a, b);  // data flows towards the root
+      append(all, edge_path(a, b, channels[c].nic[node_index[topo_.node_of(a)]], label_of(c, static_cast<std::uint64_t>(i), 2)));
+    }
+    ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
+  }
+  plan.phases.push_back(std::move(ph));
+}
+
+void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan) {
+  const int m = plan.nodes;
+  const bool multinode = m > 1;
+  const Transport intra = intra_transport(lay);
+  const Time intra_lat = step_latency(Algo::tree, proto, intra, multinode);
+  const Time inter_lat = step_latency(Algo::tree, proto, Transport::net, multinode);
+  const int per_node = lay.max_per_node;
+  const Time latency = params_.lat(Algo::tree, proto).base + params_.call_overhead +
+                       (intra_lat * (per_node - 1) + inter_lat * ceil_log2(m)) * 2;
+  const double factor = bandwidth_factor(Algo::tree, proto, CollOp::allreduce, multinode);
+
+  // Channels as for rings: the channel's segment on each node is a chain whose first GPU (the one
+  // owning the channel's NIC) is the node's vertex in the two binary trees over nodes.
+  const std::vector<RingChannel> channels = ring_channels(lay);
+  const int nch = static_cast<int>(channels.size());
+  plan.channels = nch;
+  const auto trees = double_binary_tree(m);
+  const double share = size.as_double() / 2.0 / nch;
+  Phase ph;
+  ph.what = "double binary tree all-reduce";
+  for (int c = 0; c < nch; ++c) {
+    const RingChannel& ch = channels[static_cast<std::size_t>(c)];
+    std::vector<std::vector<int>> chains;  // per node: head first
+    for (int r : ch.order) {
+      if (chains.empty() || topo_.node_of(chains.back().front()) != topo_.node_of(r)) chains.emplace_back();
+      chains.back().push_back(r);
+    }
+    const std::vector<int>& nic = ch.nic;
+    for (int tr = 0; tr < 2; ++tr) {
+      hw::Path all;
+      for (std::size_t k = 0; k < chains.size(); ++k) {
+        // The chain inside the node, up (reduce) and down (broadcast). With one node the second
+        // tree runs the chain in the opposite order.
+        std::vector<int> chain = chains[k];
+        if (!multinode && tr == 1) std::reverse(chain.begin(), chain.end());
+        for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
+          append(all, router_.route(chain[i + 1], chain[i], label_of(c, i, 3)));
+          append(all, router_.route(chain[i], chain[i + 1], label_of(c, i, 4)));
+        }
+        const int parent = trees[static_cast<std::size_t>(tr)][k];
+        if (multinode && parent >= 0) {
+          const int head = chains[k][0], phead = chains[static_cast<std::size_t>(parent)][0];
+          append(all, edge_path(head, phead, nic[k], label_of(c, k, 5 + static_cast<std::uint64_t>(tr))));
+          append(all, edge_path(phead, head, nic[static_cast<std::size_t>(parent)], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))));
+        }
+      }
+      ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
+    }
+  }
+  plan.phases.push_back(std::move(ph));
+}
+
+void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
+  // NVLink SHARP all-reduce: the switch reads every GPU's buffer and returns the reduced slices
+  // (multimem.ld_reduce), then multicasts them (multimem.st): each GPU's link to the switch moves
+  // S(1 + 1/n) each way.
+  const auto& part = lay.nodes[0];
+  const hw::NodeTemplate& t = topo_.node_template(part.node);
+  const int n = plan.ranks;
+  hw::Path all;
+  for (int l : part.locals) {
+    router_.append_local(part.node, l, t.nvswitch_vertex(), all);
+    router_.append_local(part.node, t.nvswitch_vertex(), l, all);
+  }
+  const double bytes = size.as_double() * (1.0 + 1.0 / n);
+  plan.phases.push_back(Phase{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency),
+                                                            params_.nvls_latency + params_.call_overhead}}});
+}
+
+void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan) {
+  // Reduce-scatter inside each node, all-reduce of each GPU's shard across nodes (GPUs of the same
+  // local index form a ring over their NICs), all-gather inside each node.
+  const int g = lay.max_per_node;
+  const int m = plan.nodes;
+  const double s = size.as_double();
+  auto intra_phase = [&](bool scatter) {
+    Phase ph;
+    ph.what = scatter ? "intra-node reduce-scatter" : "intra-node all-gather";
+    for (const auto& part : lay.nodes) {
+      const int k = static_cast<int>(part.locals.size());
+      if (k < 2) continue;
+      if (nvls) {
+        const hw::NodeTemplate& t = topo_.node_template(part.node);
+        std::vector<LinkUse> uses;
+        for (int l : part.locals) {
+          hw::Path up, down;
+          router_.append_local(part.node, l, t.nvswitch_vertex(), up);
+          router_.append_local(part.node, t.nvswitch_vertex(), l, down);
+          // Reduce-scatter: each GPU sends S up, receives S/k; all-gather the reverse. Bytes are
+          // per use: S/k, with k uses up (or down).
+          for (LinkId id : up) uses.push_back(LinkUse{id, static_cast<std::uint32_t>(scatter ? k : 1)});
+          for (LinkId id : down) uses.push_back(LinkUse{id, static_cast<std::uint32_t>(scatter ? 1 : k)});
+        }
+        ph.groups.push_back(FlowGroup{merge_uses(std::move(uses)), scaled(s / k, params_.nvls_efficiency),
+                                      params_.nvls_latency / 2 + params_.call_overhead});
+      } else {
+        const auto order = intra_orders(part)[0];
+        hw::Path all;
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          const int a = topo_.first_rank(part.node) + order[i];
+          const int b = topo_.first_rank(part.node) + order[(i + 1) % order.size()];
+          append(all, router_.route(a, b, label_of(i, 0, 9)));
+        }
+        const Transport intra = intra_transport(lay);
+        const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead +
+                         step_latency(Algo::ring, proto, intra, true) * (k - 1);
+        const double factor = bandwidth_factor(Algo::ring, proto, scatter ? CollOp::reducescatter : CollOp::allgather, true);
+        ph.groups.push_back(FlowGroup{to_uses(all), scaled(static_cast<double>(k - 1) / k * s, factor), lat});
+      }
+    }
+    return ph;
+  };
+  plan.phases.push_back(intra_phase(true));
+  Phase inter;
+  inter.what = "inter-node all-reduce per local GPU";
+  const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead +
+                   step_latency(Algo::ring, proto, Transport::net, true) * (2 * (m - 1));
+  const double factor = bandwidth_factor(Algo::ring, proto, CollOp::allreduce, true);
+  for (int j = 0; j < g; ++j) {
+    std::vector<int> ring;
+    for (const auto& part : lay.nodes) {
+      if (j < static_cast<int>(part.locals.size())) ring.push_back(topo_.first_rank(part.node) + part.locals[static_cast<std::size_t>(j)]);
+    }
+    const int r = static_cast<int>(ring.size());
+    if (r < 2) continue;
+    hw::Path all;
+    for (int i = 0; i < r; ++i) append(all, router_.route(ring[static_cast<std::size_t>(i)], ring[static_cast<std::size_t>((i + 1) % r)], label_of(j, i, 10)));
+    const double shard = s / std::max(1, g);
+    inter.groups.push_back(FlowGroup{to_uses(all), scaled(2.0 * (r - 1) / r * shard, factor), lat});
+  }
+  plan.phases.push_back(std::move(inter));
+  plan.phases.push_back(intra_phase(false));
+  plan.channels = g;
+}
+
+void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes size, Plan& plan) {
+  const int n = plan.ranks;
+  const bool multinode = plan.nodes > 1;
+  const Transport intra = intra_transport(lay);
+  const double factor = bandwidth_factor(Algo::direct, proto, op, multinode);
+  const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
+  Phase ph;
+  if (op == CollOp::sendrecv) {
+    // nccl-tests' sendrecv: rank i sends S to rank i+1 and receives S from rank i-1.
+    ph.what = "send/recv to the next rank";
+    for (int i = 0; i < n; ++i) {
+      const int a = lay.ranks[static_cast<std::size_t>(i)], b = lay.ranks[static_cast<std::size_t>((i + 1) % n)];
+      const bool cross = topo_.node_of(a) != topo_.node_of(b);
+      const hw::Path p = router_.route(a, b, label_of(i, 0, 11));
+      ph.groups.push_back(FlowGroup{to_uses(p), scaled(size.as_double(), factor),
+                                    base + step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode)});
+    }
+  } else {
+    // All-to-all: every rank sends S/n to every other rank; one coupled group per sender.
+    ph.what = "all-to-all";
+    for (int i = 0; i < n; ++i) {
+      const int a = lay.ranks[static_cast<std::size_t>(i)];
+      hw::Path all;
+      bool cross = false;
+      for (int j = 0; j < n; ++j) {
+        if (j == i) continue;
+        const int b = lay.ranks[static_cast<std::size_t>(j)];
+        cross = cross || topo_.node_of(a) != topo_.node_of(b);
+        append(all, router_.route(a, b, label_of(i, j, 12)));
+      }
+      ph.groups.push_back(FlowGroup{to_uses(all), scaled(size.as_double() / n, factor),
+                                    base + step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode)});
+    }
+  }
+  plan.channels = 1;
+  plan.phases.push_back(std::move(ph));
+}
+
+Time Planner::estimate(const Plan& plan) const {
+  Time total = Time::zero();
+  std::map<std::uint32_t, double> load;
+  for (const Phase& ph : plan.phases) {
+    Time lat = Time::zero();
+    load.clear();
+    for (const FlowGroup& g : ph.groups) {
+      lat = std::max(lat, g.latency);
+      for (const LinkUse& u : g.uses) load[u.link.value] += g.bytes.as_double() * u.count;
+    }
+    double worst = 0;
+    for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
+    total += lat + Time::from_seconds(worst);
+  }
+  return total;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Execution
+
+namespace {
+
+struct RunState {
+  FlowNetwork* net;
+  std::shared_ptr<const Plan> plan;
+  std::size_t phase = 0;
+  std::size_t outstanding = 0;
+  std::function<void()> done;
+};
+
+void start_phase(const std::shared_ptr<RunState>& st) {
+  while (st->phase < st->plan->phases.size() && st->plan->phases[st->phase].groups.empty()) ++st->phase;
+  if (st->phase == st->plan->phases.size()) {
+    auto done = std::move(st->done);
+    if (done) done();
+    return;
+  }
+  const Phase& ph = st->plan->phases[st->phase];
+  st->outstanding = ph.groups.size();
+  for (const FlowGroup& g : ph.groups) {
+    FlowSpec spec;
+    spec.uses = g.uses;
+    spec.bytes = g.bytes;
+    spec.latency = g.latency;
+    spec.on_complete = [st] {
+      if (--st->outstanding == 0) {
+        ++st->phase;
+        start_phase(st);
+      }
+    };
+    st->net->start(std::move(spec));
+  }
+}
+
+}  // namespace
+
+void execute(FlowNetwork& net, const Plan& plan, std::function<void()> done) {
+  auto st = std::make_shared<RunState>();
+  st->net = &net;
+  st->plan = std::make_shared<const Plan>(plan);
+  st->done = std::move(done);
+  start_phase(st);
+}
+
+Time simulate_alone(const hw::Topology& topo, const Plan& plan, std::string_view sharing) {
+  Simulator sim;
+  FlowNetwork net(sim, make_sharing_model(sharing));
+  topo.install(net);
+  Time end = Time::zero();
+  execute(net, plan, [&] { end = sim.now(); });
+  sim.run();
+  return end;
+}
+
+}  // namespace dtsim::comm

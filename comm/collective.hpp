@@ -1,0 +1,131 @@
+// NCCL-style collective algorithms, decomposed into flows on the topology.
+//
+// A collective becomes a Plan: a sequence of phases; each phase is a set of FlowGroups that run
+// concurrently; a FlowGroup is a multiset of links that moves `bytes` over each use at one common
+// rate (a ring channel, for instance, is one FlowGroup over all of its edges' routes: its edges
+// progress in lockstep, so the ring moves at the rate of its most contended edge). This keeps a
+// ring over n GPUs at O(n) route entries and O(1) events, while contention with other traffic is
+// still resolved per link by the sharing model.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/metrics.hpp"
+#include "comm/params.hpp"
+#include "hw/topology.hpp"
+#include "sim/flow_network.hpp"
+
+namespace dtsim::comm {
+
+// How finely a ring is simulated: one coupled group per channel (default), one flow per ring edge
+// (edges progress independently), or every one of the 2(n-1) steps as its own phase (O(n^2)
+// flows; for validating the coarser forms on small rings).
+enum class Fidelity { coupled, per_edge, per_step };
+std::string_view to_string(Fidelity f);
+std::optional<Fidelity> parse_fidelity(std::string_view s);
+
+struct CollectiveRequest {
+  CollOp op = CollOp::allreduce;
+  Bytes size;                        // as nccl-tests prints it (see metrics.hpp)
+  std::vector<int> ranks;            // GPU ranks of the communicator, in rank order
+  int root = 0;                      // index into `ranks` (broadcast, reduce)
+  std::optional<Algo> algo;          // nullopt: the fastest by the closed form, as NCCL's tuner
+  std::optional<Protocol> protocol;  // nullopt: likewise
+  Fidelity fidelity = Fidelity::coupled;
+};
+
+struct FlowGroup {
+  std::vector<LinkUse> uses;  // merged
+  Bytes bytes;                // per use of each link (protocol overhead included)
+  Time latency;               // paid before the data moves
+};
+
+struct Phase {
+  std::string what;
+  std::vector<FlowGroup> groups;
+};
+
+struct Plan {
+  CollOp op = CollOp::allreduce;
+  Algo algo = Algo::ring;
+  Protocol protocol = Protocol::simple;
+  int ranks = 0;
+  int nodes = 0;
+  int channels = 0;
+  Bytes size;
+  std::vector<Phase> phases;
+  // Closed form: for each phase, its largest latency plus the time the most loaded link needs for
+  // all of the phase's bytes; the flow simulation equals it when nothing else shares the links.
+  Time estimate;
+};
+
+class Planner {
+ public:
+  Planner(const hw::Topology& topo, hw::Router& router, CommParams params);
+
+  // Plans a collective; picks algorithm and protocol when the request leaves them open.
+  Expected<Plan> plan(const CollectiveRequest& req);
+  // The (algorithm, protocol) pairs that can run this request.
+  std::vector<std::pair<Algo, Protocol>> candidates(const CollectiveRequest& req) const;
+  const CommParams& params() const { return params_; }
+
+ private:
+  struct NodePart {
+    int node = 0;
+    std::vector<int> locals;  // local GPU indices, in communicator order
+  };
+  struct Layout {
+    std::vector<int> ranks;
+    std::vector<NodePart> nodes;
+    int max_per_node = 0;
+  };
+  Layout layout(const std::vector<int>& ranks) const;
+  Expected<Plan> plan_fixed(const CollectiveRequest& req, const Layout& lay, Algo algo, Protocol proto);
+
+  Transport intra_transport(const Layout& lay) const;
+  Time step_latency(Algo a, Protocol p, Transport t, bool multinode) const;
+  double bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const;
+
+  // Path of a ring/tree edge between two GPU ranks; across nodes through NIC `nic` on both ends,
+  // reaching it over NVLink first (NCCL's PXN) when the sender is not the NIC's own GPU.
+  hw::Path edge_path(int from_rank, int to_rank, int nic, std::uint64_t label);
+  void append_to_nic(int rank, int nic, hw::Path& out);
+  // Node-local GPU orders (one per channel) for a ring through `part`.
+  std::vector<std::vector<int>> intra_orders(const NodePart& part);
+  // One ring channel: the ranks in ring order (node segments in layout order, each starting at
+  // the GPU that owns the channel's NIC) and the NIC each node uses for it.
+  struct RingChannel {
+    std::vector<int> order;
+    std::vector<int> nic;  // by node index in the layout
+  };
+  // One node: one channel per distinct GPU order (several on NVLink meshes). Several nodes: one
+  // per NIC, each ring leaving every node through the same NIC index (rail-aligned).
+  std::vector<RingChannel> ring_channels(const Layout& lay);
+  std::vector<std::vector<int>> mesh_cycles(const hw::NodeTemplate& t);
+
+  void add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size, Fidelity fid, Plan& plan);
+  void add_chain(const Layout& lay, CollOp op, int root, Protocol proto, Bytes size, Plan& plan);
+  void add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan);
+  void add_nvls(const Layout& lay, Bytes size, Plan& plan);
+  void add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan);
+  void add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes size, Plan& plan);
+
+  Time estimate(const Plan& plan) const;
+
+  const hw::Topology& topo_;
+  hw::Router& router_;
+  CommParams params_;
+  std::map<const hw::NodeTemplate*, std::vector<std::vector<int>>> mesh_cache_;
+};
+
+// Runs `plan` on `net` (built from the same topology); `done` fires when its last phase ends.
+void execute(FlowNetwork& net, const Plan& plan, std::function<void()> done);
+
+// Simulates `plan` alone on a fresh network of `topo` and returns how long it took.
+Time simulate_alone(const hw::Topology& topo, const Plan& plan, std::string_view sharing = "max-min");
+
+}  // namespace dtsim::comm

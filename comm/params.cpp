@@ -1,0 +1,184 @@
+#include "comm/params.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace dtsim::comm {
+
+std::string_view to_string(Algo a) {
+  switch (a) {
+    case Algo::ring: return "ring";
+    case Algo::tree: return "tree";
+    case Algo::nvls: return "nvls";
+    case Algo::hierarchical: return "hierarchical";
+    case Algo::direct: return "direct";
+  }
+  return "?";
+}
+
+std::string_view to_string(Protocol p) {
+  switch (p) {
+    case Protocol::ll: return "LL";
+    case Protocol::ll128: return "LL128";
+    case Protocol::simple: return "Simple";
+  }
+  return "?";
+}
+
+std::string_view to_string(Transport t) {
+  switch (t) {
+    case Transport::nvlink: return "nvlink";
+    case Transport::pcie: return "pcie";
+    case Transport::net: return "net";
+  }
+  return "?";
+}
+
+std::optional<Algo> parse_algo(std::string_view s) {
+  for (Algo a : kAllAlgos) {
+    if (to_string(a) == s) return a;
+  }
+  return std::nullopt;
+}
+
+std::optional<Protocol> parse_protocol(std::string_view s) {
+  if (s == "LL" || s == "ll") return Protocol::ll;
+  if (s == "LL128" || s == "ll128") return Protocol::ll128;
+  if (s == "Simple" || s == "simple") return Protocol::simple;
+  return std::nullopt;
+}
+
+namespace {
+std::size_t algo_index(Algo a) { return a == Algo::tree ? 1 : 0; }  // everything else uses ring's table
+Time us(double v) { return Time::from_seconds(v * 1e-6); }
+}  // namespace
+
+const StepLatency& CommParams::lat(Algo a, Protocol p) const { return latency[algo_index(a)][static_cast<std::size_t>(p)]; }
+StepLatency& CommParams::lat(Algo a, Protocol p) { return latency[algo_index(a)][static_cast<std::size_t>(p)]; }
+
+CommParams CommParams::nccl_defaults() {
+  // NCCL v2.9 src/graph/tuning.cc: baseLat and hwLat (us), per {LL, LL128, Simple}.
+  //   baseLat Tree {4.4, 4.4, 0}, Ring {3.6, 10.0, 8.4}
+  //   hwLat NVLink: Tree {.52, 1.2, 28}, Ring {.47, 1.9, 3.4}
+  //         PCI:    Tree {1.0, 1.9, 28},  Ring {1.0, 2.5, 5.7}
+  //         NET:    Tree {5.0, 8.5, 50},  Ring {2.7, 4.0, 9.6}
+  CommParams p;
+  auto set = [&](Algo a, Protocol pr, double base, double nvl, double pci, double net) {
+    p.lat(a, pr) = StepLatency{us(base), {us(nvl), us(pci), us(net)}};
+  };
+  set(Algo::ring, Protocol::ll, 3.6, 0.47, 1.0, 2.7);
+  set(Algo::ring, Protocol::ll128, 10.0, 1.9, 2.5, 4.0);
+  set(Algo::ring, Protocol::simple, 8.4, 3.4, 5.7, 9.6);
+  set(Algo::tree, Protocol::ll, 4.4, 0.52, 1.0, 5.0);
+  set(Algo::tree, Protocol::ll128, 4.4, 1.2, 1.9, 8.5);
+  set(Algo::tree, Protocol::simple, 0.0, 28, 28, 50);
+  return p;
+}
+
+namespace {
+
+Status set_time(Time& t, std::string_view v) {
+  auto r = parse_time(v);
+  if (!r) return r.error();
+  t = *r;
+  return {};
+}
+
+Status set_fraction(double& d, std::string_view v) {
+  double x = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > 1) {
+    return Error(fmt::format("'{}' is not a fraction in (0, 1]", v));
+  }
+  d = x;
+  return {};
+}
+
+std::vector<ParamInfo> build_table() {
+  std::vector<ParamInfo> t;
+  const std::string nccl = "NCCL v2.9 src/graph/tuning.cc (baseLat/hwLat)";
+  for (Algo a : {Algo::ring, Algo::tree}) {
+    for (Protocol p : kAllProtocols) {
+      const std::string prefix = fmt::format("{}.{}", to_string(a), to_string(p));
+      t.push_back(ParamInfo{prefix + ".base_latency", "time",
+                            fmt::format("fixed latency of one {} collective with the {} protocol", to_string(a), to_string(p)),
+                            nccl,
+                            [a, p](const CommParams& c) { return to_string(c.lat(a, p).base); },
+                            [a, p](CommParams& c, std::string_view v) { return set_time(c.lat(a, p).base, v); }});
+      for (Transport tr : {Transport::nvlink, Transport::pcie, Transport::net}) {
+        const auto i = static_cast<std::size_t>(tr);
+        t.push_back(ParamInfo{fmt::format("{}.step_latency.{}", prefix, to_string(tr)), "time",
+                              fmt::format("latency of one {} step over {} with {}", to_string(a), to_string(tr), to_string(p)),
+                              nccl,
+                              [a, p, i](const CommParams& c) { return to_string(c.lat(a, p).step[i]); },
+                              [a, p, i](CommParams& c, std::string_view v) { return set_time(c.lat(a, p).step[i], v); }});
+      }
+    }
+  }
+  auto fraction = [&](std::string name, double CommParams::*m, std::string help, std::string source) {
+    t.push_back(ParamInfo{std::move(name), "fraction", std::move(help), std::move(source),
+                          [m](const CommParams& c) { return fmt::format("{:.4g}", c.*m); },
+                          [m](CommParams& c, std::string_view v) { return set_fraction(c.*m, v); }});
+  };
+  const std::string refine = "NCCL v2.9 src/graph/tuning.cc (model refinements)";
+  fraction("ring.LL.bandwidth_factor.allreduce", &CommParams::ring_ll_allreduce, "bus bandwidth fraction of ring LL for all-reduce (and multi-node)", refine);
+  fraction("ring.LL.bandwidth_factor.other", &CommParams::ring_ll_other, "bus bandwidth fraction of ring LL for other collectives in one node", refine);
+  fraction("ring.LL128.bandwidth_factor", &CommParams::ring_ll128, "bus bandwidth fraction of ring LL128 (120 of 128 bytes are data)", refine);
+  fraction("tree.Simple.bandwidth_factor", &CommParams::tree_simple, "bus bandwidth fraction of tree Simple", refine);
+  fraction("tree.LL.bandwidth_factor", &CommParams::tree_ll, "bus bandwidth fraction of tree LL", refine);
+  fraction("tree.LL128.bandwidth_factor", &CommParams::tree_ll128, "bus bandwidth fraction of tree LL128", refine);
+  t.push_back(ParamInfo{"LL.multinode_intra_latency_factor", "factor",
+                        "multiplier of intra-node LL step latency on multi-node communicators", refine,
+                        [](const CommParams& c) { return fmt::format("{:.4g}", c.ll_multinode_intra_factor); },
+                        [](CommParams& c, std::string_view v) {
+                          double x = 0;
+                          auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+                          if (ec != std::errc() || ptr != v.data() + v.size() || !(x >= 1) || x > 100) {
+                            return Status(Error(fmt::format("'{}' is not a factor between 1 and 100", v)));
+                          }
+                          c.ll_multinode_intra_factor = x;
+                          return Status();
+                        }});
+  t.push_back(ParamInfo{"nvls.latency", "time", "fixed latency of one NVLink SHARP all-reduce",
+                        "fit: Azure ND H100 v5 nccl-tests, 8 GPUs, NVLS, 1-64 KiB take 25-42 us (data/published/)",
+                        [](const CommParams& c) { return to_string(c.nvls_latency); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.nvls_latency, v); }});
+  fraction("nvls.efficiency", &CommParams::nvls_efficiency,
+           "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth",
+           "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82");
+  t.push_back(ParamInfo{"pipeline_chunk", "bytes", "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
+                        "assumption: order of NCCL's Simple-protocol chunk size",
+                        [](const CommParams& c) { return to_string(c.pipeline_chunk); },
+                        [](CommParams& c, std::string_view v) {
+                          auto b = parse_bytes(v);
+                          if (!b) return Status(b.error());
+                          c.pipeline_chunk = *b;
+                          return Status();
+                        }});
+  t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",
+                        "default 0; calibration fits it", [](const CommParams& c) { return to_string(c.call_overhead); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.call_overhead, v); }});
+  return t;
+}
+
+}  // namespace
+
+const std::vector<ParamInfo>& comm_param_table() {
+  static const std::vector<ParamInfo> table = build_table();
+  return table;
+}
+
+Status set_comm_param(CommParams& p, std::string_view name, std::string_view value) {
+  for (const ParamInfo& info : comm_param_table()) {
+    if (info.name == name) {
+      Status st = info.set(p, value);
+      if (!st) return Error(st.error().message, std::string(name));
+      return {};
+    }
+  }
+  return Error(fmt::format("unknown communication parameter '{}' (dtsim collective --list-params lists them)", name),
+               std::string(name));
+}
+
+}  // namespace dtsim::comm

@@ -1,0 +1,78 @@
+// Named, documented parameters of the collective-communication model. Defaults come from NCCL's
+// own tuning model and from published measurements (see the table in params.cpp and
+// docs/model.md); a calibrated hardware profile replaces them.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/expected.hpp"
+#include "sim/units.hpp"
+
+namespace dtsim::comm {
+
+enum class Algo { ring, tree, nvls, hierarchical, direct };
+enum class Protocol { ll, ll128, simple };
+enum class Transport { nvlink, pcie, net };
+
+inline constexpr Algo kAllAlgos[] = {Algo::ring, Algo::tree, Algo::nvls, Algo::hierarchical, Algo::direct};
+inline constexpr Protocol kAllProtocols[] = {Protocol::ll, Protocol::ll128, Protocol::simple};
+
+std::string_view to_string(Algo a);
+std::string_view to_string(Protocol p);
+std::string_view to_string(Transport t);
+std::optional<Algo> parse_algo(std::string_view s);
+std::optional<Protocol> parse_protocol(std::string_view s);
+
+// Latency of one algorithm/protocol pair: a fixed cost per call plus a cost per pipeline step,
+// by the transport of the step (NCCL's baseLat and hwLat tables).
+struct StepLatency {
+  Time base;
+  std::array<Time, 3> step;  // by Transport
+};
+
+struct CommParams {
+  // [ring, tree][ll, ll128, simple]
+  std::array<std::array<StepLatency, 3>, 2> latency;
+  // Fraction of the bus bandwidth each protocol achieves (NCCL's model refinements).
+  double ring_ll_allreduce = 0.25;
+  double ring_ll_other = 1.0 / 3.0;
+  double ring_ll128 = 0.92;
+  double tree_simple = 0.9;
+  double tree_ll = 0.9 / 3.8;
+  double tree_ll128 = 0.9 * 0.915;
+  // NCCL multiplies intra-node LL step latency by this on multi-node communicators.
+  double ll_multinode_intra_factor = 1.8;
+  // NVLink SHARP (in-switch reduction).
+  Time nvls_latency = Time::us(23);
+  double nvls_efficiency = 0.835;  // of the link's effective (ring) bandwidth
+  // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
+  Bytes pipeline_chunk = Bytes::KiB(512);
+  // Host-side cost per collective call (launch, enqueue), added to every collective.
+  Time call_overhead = Time::zero();
+
+  static CommParams nccl_defaults();
+  const StepLatency& lat(Algo a, Protocol p) const;
+  StepLatency& lat(Algo a, Protocol p);
+};
+
+// One declared parameter: its dotted name, unit, help, source and accessors. The table drives
+// --list-params, overrides (--set comm.X=V), the echo of resolved settings and the docs.
+struct ParamInfo {
+  std::string name;
+  std::string unit;  // "time", "fraction", "bytes"
+  std::string help;
+  std::string source;
+  std::function<std::string(const CommParams&)> get;
+  std::function<Status(CommParams&, std::string_view)> set;
+};
+
+const std::vector<ParamInfo>& comm_param_table();
+// Sets `name` (as in the table) from text such as "3.5 us" or "0.9".
+Status set_comm_param(CommParams& p, std::string_view name, std::string_view value);
+
+}  // namespace dtsim::comm

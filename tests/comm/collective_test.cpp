@@ -1,0 +1,221 @@
+// Collectives simulated as flows, checked against alpha-beta formulas written out by hand here
+// (not taken from the planner), on small made-up topologies whose bandwidths are easy to reason
+// about.
+#include "comm/collective.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/hw/fixtures.hpp"
+
+namespace dtsim::comm {
+namespace {
+
+using hw::testing::cluster;
+using hw::testing::nvswitch_node;
+
+struct Fixture {
+  explicit Fixture(hw::ClusterSpec spec) : topo(std::move(hw::Topology::build(spec)).value()), router(topo), planner(topo, router, params) {}
+  hw::Topology topo;
+  hw::Router router;
+  CommParams params = CommParams::nccl_defaults();
+  Planner planner;
+
+  Plan plan(CollOp op, Bytes size, Algo a, Protocol p, std::vector<int> ranks = {}, Fidelity f = Fidelity::coupled) {
+    CollectiveRequest req;
+    req.op = op;
+    req.size = size;
+    if (ranks.empty()) {
+      for (int i = 0; i < topo.gpus(); ++i) ranks.push_back(i);
+    }
+    req.ranks = ranks;
+    req.algo = a;
+    req.protocol = p;
+    req.fidelity = f;
+    auto pl = planner.plan(req);
+    EXPECT_TRUE(pl.ok()) << (pl.ok() ? "" : pl.error().to_string());
+    return std::move(pl).value();
+  }
+  double simulate(const Plan& p) { return simulate_alone(topo, p).seconds(); }
+};
+
+double us(double v) { return v * 1e-6; }
+constexpr double GB = 1e9;
+
+// NCCL v2.9 tuning constants used as the defaults (us): ring Simple base 8.4, NVLink step 3.4,
+// network step 9.6; tree Simple base 0, NVLink step 28, network step 50; ring LL base 3.6,
+// NVLink step 0.47.
+
+TEST(RingAllReduce, MatchesTheAlphaBetaFormulaInOneNode) {
+  // 8 GPUs, each with 4 NVLinks of 25 GB/s to the switch: B = 100 GB/s per direction.
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  for (double S : {1048576.0, 1073741824.0}) {
+    const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::ring, Protocol::simple);
+    const double expected = us(8.4) + 2 * (n - 1) * us(3.4) + 2.0 * (n - 1) / n * S / (100 * GB);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
+    EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
+  }
+}
+
+TEST(RingAllReduce, LlProtocolTradesBandwidthForLatency) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const double S = 65536;
+  const Plan p = f.plan(CollOp::allreduce, Bytes(65536), Algo::ring, Protocol::ll);
+  // LL: a quarter of the bus bandwidth for all-reduce (NCCL), base 3.6 us, 0.47 us per step.
+  const double expected = us(3.6) + 2 * (n - 1) * us(0.47) + 2.0 * (n - 1) / n * S / (0.25 * 100 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
+TEST(RingAllReduce, AcrossNodesIsBoundByTheNicsItsChannelsUse) {
+  // 4 nodes of 8 GPUs; 4 NICs of 10 GB/s per node (one per GPU pair). Four channels, one per NIC:
+  // each NIC carries one channel, so the ring moves 2(n-1)/n S at 4 x 10 GB/s. NVLink (100 GB/s
+  // per GPU) is not the bottleneck.
+  Fixture f(cluster(nvswitch_node(8, false, 10), 4, hw::FabricKind::single_switch));
+  const int n = 32, m = 4;
+  const double S = 1073741824.0;
+  const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::ring, Protocol::simple);
+  EXPECT_EQ(p.channels, 4);
+  const double latency = us(8.4) + (2 * (n - 1) - 2 * (m - 1)) * us(3.4) + 2 * (m - 1) * us(9.6);
+  const double expected = latency + 2.0 * (n - 1) / n * S / (4 * 10 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
+TEST(RingAllGatherAndReduceScatter, MoveNMinusOneOverNOfTheBuffer) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const double S = 268435456;
+  for (CollOp op : {CollOp::allgather, CollOp::reducescatter}) {
+    const Plan p = f.plan(op, Bytes(268435456), Algo::ring, Protocol::simple);
+    const double expected = us(8.4) + (n - 1) * us(3.4) + (n - 1.0) / n * S / (100 * GB);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << to_string(op);
+  }
+}
+
+TEST(Broadcast, IsAPipelinedChain) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const double S = 268435456, chunk = 512 * 1024;
+  const Plan p = f.plan(CollOp::broadcast, Bytes(268435456), Algo::ring, Protocol::simple);
+  // (n-1) hops of latency; the chain fills in n-2 chunks, then streams S at B.
+  const double expected = us(8.4) + (n - 1) * us(3.4) + (S + (n - 2) * chunk) / (100 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
+TEST(TreeAllReduce, DoubleBinaryTreeSendsTwoBuffersPerRank) {
+  // 8 nodes of one GPU on one switch, NIC 10 GB/s. In each of the two trees a rank is inner
+  // (parent + 2 children) or a leaf (parent), and inner in only one: at most 4 edges of S/2 leave
+  // a rank, i.e. 2S, at 90% of the bus bandwidth (NCCL's tree refinement).
+  auto c = cluster(nvswitch_node(8, true, 10), 8, hw::FabricKind::single_switch);
+  c.groups[0].gpus_per_node = 1;
+  Fixture f(c);
+  const double S = 1073741824.0;
+  const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::tree, Protocol::simple);
+  const double expected = 0 + 2 * (0 * us(28) + 3 * us(50)) + 2 * S / (0.9 * 10 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
+TEST(Nvls, EachGpuLinkMovesSTimesOnePlusOneOverN) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const double S = 1073741824.0;
+  const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::nvls, Protocol::simple);
+  const double expected = us(23) + S * (1 + 1.0 / n) / (0.835 * 100 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
+TEST(AllToAll, EachRankSendsNMinusOneOverNOfItsBuffer) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const double S = 268435456;
+  const Plan p = f.plan(CollOp::alltoall, Bytes(268435456), Algo::direct, Protocol::simple);
+  const double expected = us(8.4) + us(3.4) + (n - 1.0) / n * S / (100 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
+TEST(Fidelity, PerStepPerEdgeAndCoupledRingsAgreeWithoutContention) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const Plan coupled = f.plan(CollOp::allreduce, Bytes(67108864), Algo::ring, Protocol::simple);
+  const Plan edge = f.plan(CollOp::allreduce, Bytes(67108864), Algo::ring, Protocol::simple, {}, Fidelity::per_edge);
+  const Plan step = f.plan(CollOp::allreduce, Bytes(67108864), Algo::ring, Protocol::simple, {}, Fidelity::per_step);
+  EXPECT_EQ(step.phases.size(), 14u);  // 2(n-1) steps
+  const double t = f.simulate(coupled);
+  EXPECT_NEAR(f.simulate(edge), t, 0.001 * t);
+  EXPECT_NEAR(f.simulate(step), t, 0.01 * t);
+}
+
+TEST(Contention, TwoRingsSharingANicTakeTwiceTheBandwidthTime) {
+  // Two nodes; GPUs 0 and 1 of a node share NIC 0. A ring over {GPU0 of each node} alone, then
+  // two such rings ({GPU0s}, {GPU1s}) at once: the NIC is shared, the data phase doubles.
+  auto c = cluster(nvswitch_node(8, false, 10), 2, hw::FabricKind::single_switch);
+  Fixture f(c);
+  const Bytes size(1073741824);
+  const Plan a = f.plan(CollOp::allreduce, size, Algo::ring, Protocol::simple, {0, 8});
+  const Plan b = f.plan(CollOp::allreduce, size, Algo::ring, Protocol::simple, {1, 9});
+  const double alone = f.simulate(a);
+
+  Simulator sim;
+  FlowNetwork net(sim, std::make_unique<MaxMinSharing>());
+  f.topo.install(net);
+  Time end_a, end_b;
+  execute(net, a, [&] { end_a = sim.now(); });
+  execute(net, b, [&] { end_b = sim.now(); });
+  sim.run();
+  const double latency = us(8.4) + 2 * us(9.6);
+  const double data = 1.0 * 1073741824.0 / (10 * GB);  // 2(n-1)/n = 1 for n = 2
+  EXPECT_NEAR(alone, latency + data, 0.01 * alone);
+  EXPECT_NEAR(end_a.seconds(), latency + 2 * data, 0.01 * alone);
+  EXPECT_EQ(end_a, end_b);
+}
+
+TEST(Auto, PicksLowLatencyProtocolsForSmallMessagesAndBandwidthForLarge) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  CollectiveRequest req;
+  req.op = CollOp::allreduce;
+  for (int i = 0; i < 8; ++i) req.ranks.push_back(i);
+  req.size = Bytes(1024);
+  auto small = f.planner.plan(req);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->protocol, Protocol::ll);
+  req.size = Bytes::GiB(1);
+  auto large = f.planner.plan(req);
+  ASSERT_TRUE(large.ok());
+  EXPECT_NE(large->protocol, Protocol::ll);
+  // Auto is never slower than any explicit choice (by the closed form it compares).
+  for (const auto& [a, p] : f.planner.candidates(req)) {
+    EXPECT_LE(large->estimate, f.plan(CollOp::allreduce, Bytes::GiB(1), a, p).estimate) << to_string(a) << "/" << to_string(p);
+  }
+}
+
+TEST(Errors, ImpossibleRequestsNameTheField) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  CollectiveRequest req;
+  req.op = CollOp::allgather;
+  req.size = Bytes(1024);
+  req.ranks = {0, 1, 2};
+  req.algo = Algo::nvls;
+  auto p = f.planner.plan(req);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().field, "algo");
+  EXPECT_NE(p.error().message.find("ring/"), std::string::npos);  // lists what would work
+  req.algo.reset();
+  req.ranks = {0, 0};
+  EXPECT_EQ(f.planner.plan(req).error().field, "ranks");
+  req.ranks = {0, 99};
+  EXPECT_EQ(f.planner.plan(req).error().field, "ranks");
+}
+
+TEST(Metrics, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::allreduce, 8), 14.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::allgather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::reducescatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::alltoall, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::sendrecv, 8), 1.0);
+  EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 0.01), 100.0);
+}
+
+}  // namespace
+}  // namespace dtsim::comm
