@@ -96,6 +96,7 @@ void FlowNetwork::activate(std::uint32_t f) {
   fl.last = sim_.now();
   if (fl.uses.empty() || fl.remaining <= 0.0) {
     // Nothing to share: completes at once (through the queue, never re-entrantly).
+    fl.done_at = sim_.now();
     fl.done_event = sim_.schedule_in(Time::zero(), [this, f] { finish(f); });
     return;
   }
@@ -261,10 +262,12 @@ void FlowNetwork::apply_rate(std::uint32_t f, double rate) {
   Flow& fl = flows_[f];
   if (rate == fl.rate && fl.done_event.valid()) return;  // unchanged: its completion stands
   DTSIM_ASSERT(rate > 0.0, "a flow got a zero rate");
-  sim_.cancel(fl.done_event);
   fl.rate = rate;
-  const Time dt = std::isinf(rate) ? Time::zero() : transfer_time(fl.remaining, Bandwidth::bytes_per_s(rate));
-  fl.done_event = sim_.schedule_in(dt, [this, f] { finish(f); });
+  const Time at = sim_.now() + (std::isinf(rate) ? Time::zero() : transfer_time(fl.remaining, Bandwidth::bytes_per_s(rate)));
+  if (fl.done_event.valid() && at == fl.done_at) return;  // the new rate lands on the same picosecond
+  sim_.cancel(fl.done_event);
+  fl.done_at = at;
+  fl.done_event = sim_.schedule_at(at, [this, f] { finish(f); });
 }
 
 Bandwidth FlowNetwork::rate(FlowId id) const {

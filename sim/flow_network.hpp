@@ -89,6 +89,7 @@ class FlowNetwork {
     double rate = 0.0;
     double cap = 0.0;                // +inf when uncapped
     Time last = Time::zero();
+    Time done_at = Time::zero();     // when done_event fires
     EventId done_event;
     std::function<void()> on_complete;
     std::uint32_t generation = 0;

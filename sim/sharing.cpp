@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <queue>
 
 #include "sim/expected.hpp"
 
@@ -21,14 +20,9 @@ void SharingProblem::clear() {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Candidate {
-  double level;
-  std::uint32_t index;    // link index, or flow index when `is_cap`
-  std::uint32_t version;  // link version when pushed (stale entries are skipped)
-  bool is_cap;
-};
 struct CandidateLater {
-  bool operator()(const Candidate& a, const Candidate& b) const {
+  template <class C>
+  bool operator()(const C& a, const C& b) const {
     if (a.level != b.level) return a.level > b.level;
     if (a.is_cap != b.is_cap) return a.is_cap > b.is_cap;  // links before caps at equal level
     return a.index > b.index;
@@ -46,25 +40,27 @@ void MaxMinSharing::solve(SharingProblem& p) {
   for (std::uint32_t l : p.use_link) ++link_begin_[l + 1];
   for (std::size_t l = 0; l < nl; ++l) link_begin_[l + 1] += link_begin_[l];
   link_flows_.resize(p.use_link.size());
-  {
-    std::vector<std::uint32_t> fill(link_begin_.begin(), link_begin_.end() - 1);
-    for (std::uint32_t f = 0; f < nf; ++f) {
-      for (std::uint32_t k = p.flow_begin[f]; k < p.flow_begin[f + 1]; ++k) {
-        link_flows_[fill[p.use_link[k]]++] = f;
-      }
+  fill_.assign(link_begin_.begin(), link_begin_.end() - 1);
+  for (std::uint32_t f = 0; f < nf; ++f) {
+    for (std::uint32_t k = p.flow_begin[f]; k < p.flow_begin[f + 1]; ++k) {
+      link_flows_[fill_[p.use_link[k]]++] = f;
     }
   }
 
   used_.assign(nl, 0.0);
   weight_.assign(nl, 0.0);
-  version_.assign(nl, 0);
   frozen_.assign(nf, 0);
   for (std::size_t k = 0; k < p.use_link.size(); ++k) weight_[p.use_link[k]] += p.use_count[k];
 
-  std::priority_queue<Candidate, std::vector<Candidate>, CandidateLater> heap;
+  heap_.clear();
+  const CandidateLater later;
+  auto push = [&](Candidate c) {
+    heap_.push_back(c);
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  };
   auto level_of = [&](std::uint32_t l) { return std::max(0.0, p.capacity[l] - used_[l]) / weight_[l]; };
   for (std::uint32_t l = 0; l < nl; ++l) {
-    if (weight_[l] > 0) heap.push({level_of(l), l, 0, false});
+    if (weight_[l] > 0) push({level_of(l), l, false});
   }
   std::size_t unfrozen = 0;
   for (std::uint32_t f = 0; f < nf; ++f) {
@@ -74,36 +70,42 @@ void MaxMinSharing::solve(SharingProblem& p) {
       continue;
     }
     ++unfrozen;
-    if (std::isfinite(p.flow_cap[f])) heap.push({p.flow_cap[f], f, 0, true});
+    if (std::isfinite(p.flow_cap[f])) push({p.flow_cap[f], f, true});
   }
 
   auto freeze = [&](std::uint32_t f, double rate) {
     frozen_[f] = 1;
     --unfrozen;
     p.rate[f] = rate;
+    // Levels of the flow's other links only rise; their heap entries are refreshed lazily when
+    // they reach the top (fewer heap operations than pushing on every change).
     for (std::uint32_t k = p.flow_begin[f]; k < p.flow_begin[f + 1]; ++k) {
       const std::uint32_t l = p.use_link[k];
       used_[l] += rate * p.use_count[k];
       weight_[l] -= p.use_count[k];
-      ++version_[l];
-      if (weight_[l] > 1e-9) heap.push({level_of(l), l, version_[l], false});
-      else weight_[l] = 0.0;
+      if (weight_[l] <= 1e-9) weight_[l] = 0.0;
     }
   };
 
-  while (unfrozen > 0 && !heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
+  while (unfrozen > 0 && !heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const Candidate c = heap_.back();
+    heap_.pop_back();
     if (c.is_cap) {
       if (!frozen_[c.index]) freeze(c.index, c.level);
       continue;
     }
-    if (c.version != version_[c.index] || weight_[c.index] <= 0) continue;
-    // Link c.index saturates at this level: freeze every unfrozen flow crossing it.
     const std::uint32_t l = c.index;
+    if (weight_[l] <= 0) continue;  // every flow on it is frozen already
+    const double level = level_of(l);
+    if (level > c.level) {  // risen since it was pushed: back in at its current level
+      push({level, l, false});
+      continue;
+    }
+    // Link l saturates at this level: freeze every unfrozen flow crossing it.
     for (std::uint32_t k = link_begin_[l]; k < link_begin_[l + 1]; ++k) {
       const std::uint32_t f = link_flows_[k];
-      if (!frozen_[f]) freeze(f, c.level);
+      if (!frozen_[f]) freeze(f, level);
     }
   }
   DTSIM_ASSERT(unfrozen == 0, "max-min solver left flows without a rate");

@@ -36,7 +36,8 @@ class SharingModel {
 };
 
 // Max-min fairness by progressive filling (weighted by use counts): all unfrozen flows' rates
-// rise together; a link that saturates freezes the flows crossing it. O((uses + links) log links).
+// rise together; a link that saturates freezes the flows crossing it. A heap of link levels,
+// refreshed lazily (levels only rise): O((uses + links) log links).
 class MaxMinSharing final : public SharingModel {
  public:
   std::string_view name() const override { return "max-min"; }
@@ -44,11 +45,16 @@ class MaxMinSharing final : public SharingModel {
   void solve(SharingProblem& p) override;
 
  private:
+  struct Candidate {
+    double level;
+    std::uint32_t index;  // link index, or flow index when `is_cap`
+    bool is_cap;
+  };
   // Scratch space reused between solves.
-  std::vector<std::uint32_t> link_begin_, link_flows_;
+  std::vector<std::uint32_t> link_begin_, link_flows_, fill_;
   std::vector<double> used_, weight_;
-  std::vector<std::uint32_t> version_;
   std::vector<char> frozen_;
+  std::vector<Candidate> heap_;
 };
 
 // Each flow gets the rate its route would give it alone (min over links of capacity / count,

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "sim/callback.hpp"
 #include "sim/units.hpp"
 
 namespace dtsim {
@@ -21,7 +21,7 @@ struct EventId {
 
 class Simulator {
  public:
-  using Callback = std::function<void()>;
+  using Callback = dtsim::Callback;
 
   Simulator() = default;
   Simulator(const Simulator&) = delete;
@@ -47,30 +47,51 @@ class Simulator {
   std::size_t pending() const { return pending_; }
 
  private:
+  // 16 bytes: the time, and the sequence number (high 40 bits) with the slot (low 24 bits).
   struct Entry {
     std::int64_t time;
-    std::uint64_t seq;
-    std::uint32_t slot;
+    std::uint64_t seqslot;
+    std::uint32_t slot() const { return static_cast<std::uint32_t>(seqslot & kSlotMask); }
   };
+  static constexpr std::uint64_t kSlotBits = 24;
+  static constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << kSlotBits) - 1;
+
   struct Slot {
     Callback fn;
     std::uint32_t generation = 0;
     bool live = false;
   };
 
-  static bool later(const Entry& a, const Entry& b) {
-    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  // The queue is a radix heap over event times. Times leave in increasing order (time never goes
+  // back), so an entry lives in the bucket of the highest bit in which its time differs from the
+  // current minimum and only ever moves to lower buckets: O(1) amortized per event, whatever the
+  // queue depth. Bucket 0 holds the entries at the current minimum time, consumed front to back in
+  // sequence order (a redistributed bucket is sorted by sequence; entries scheduled at that time
+  // later have larger sequence numbers anyway).
+  static constexpr int kBuckets = 65;
+  static int bucket_of(std::int64_t t, std::int64_t last) {
+    const auto x = static_cast<std::uint64_t>(t ^ last);
+    return x == 0 ? 0 : 64 - __builtin_clzll(x);
   }
   void push(Entry e);
-  Entry pop();
+  // Takes out the next entry if its time is <= limit.
+  bool pop_until(Time limit, Entry& out);
+  // Drops cancelled entries when they outnumber live ones (flow re-solves reschedule often).
+  void compact();
   bool step(Time limit);
 
   Time now_ = Time::zero();
   std::uint64_t next_seq_ = 0;
   std::uint64_t executed_ = 0;
-  std::size_t pending_ = 0;
+  std::size_t pending_ = 0;            // live events
+  std::size_t queued_ = 0;             // entries in the queue, cancelled ones included
+  std::size_t cancelled_in_queue_ = 0;
   bool stopped_ = false;
-  std::vector<Entry> heap_;
+  std::vector<Entry> buckets_[kBuckets];
+  std::int64_t bucket_min_[kBuckets] = {};  // smallest time in each bucket (valid when non-empty)
+  std::uint64_t nonempty_ = 0;               // bit b set when bucket b (1..64) has entries
+  std::int64_t last_ = 0;                    // the time of bucket 0
+  std::size_t head0_ = 0;                    // next entry of bucket 0
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_slots_;
 };

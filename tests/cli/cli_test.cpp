@@ -1,0 +1,160 @@
+// The dtsim executable as a user runs it: output, exit codes, messages for bad input, and no
+// output file when the run fails.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int status = p ? pclose(p) : -1;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(Cli, CollectivePrintsAnNcclTestsTable) {
+  const Result r = run("collective --cluster dgx-h100 --nodes 2 --min 1M --max 4M");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 x dgx-h100 = 16 GPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rail-optimized"), std::string::npos);
+  EXPECT_NE(r.out.find("busbw"), std::string::npos);
+  EXPECT_NE(r.out.find("      1048576 "), std::string::npos);
+  EXPECT_NE(r.out.find("      4194304 "), std::string::npos);
+}
+
+TEST(Cli, JsonHasConfigAndRowsAndIsByteIdenticalAcrossRuns) {
+  const std::string a = temp("a.json"), b = temp("b.json");
+  ASSERT_EQ(run("collective --cluster dgx-a100-80g --nodes 3 --op allgather --min 8 --max 1G --json " + a).code, 0);
+  ASSERT_EQ(run("collective --cluster dgx-a100-80g --nodes 3 --op allgather --min 8 --max 1G --json " + b).code, 0);
+  const std::string ja = slurp(a);
+  EXPECT_EQ(ja, slurp(b));
+  for (const char* key : {"\"config\"", "\"rows\"", "\"op\": \"allgather\"", "\"algbw_GBps\"", "\"busbw_GBps\"", "\"time_us\"",
+                          "\"count\"", "\"type\": \"float\"", "\"comm_params\""}) {
+    EXPECT_NE(ja.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(Cli, UnknownPresetIsAClearErrorWithAHint) {
+  const Result r = run("collective --cluster dgx-h1000");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown cluster or node preset 'dgx-h1000'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("did you mean 'dgx-h100'"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadOptionsAreAllReportedAndNothingIsWritten) {
+  const std::string out = temp("never.json");
+  std::filesystem::remove(out);
+  const Result r = run("collective --cluster dgx-h100 --op allsum --min 12XB --algo fastest --json " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--op: unknown collective 'allsum'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--min: '12XB' has an unknown size unit 'XB'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--algo: unknown algorithm 'fastest'"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(Cli, MalformedYamlNamesTheLine) {
+  const std::string f = temp("broken.yaml");
+  write(f, "node: dgx-h100\nnodes: 2\nfabric: {kind: fat-tree, radix: [64\n");
+  const Result r = run("collective --cluster " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(f + ":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("malformed YAML"), std::string::npos) << r.out;
+}
+
+TEST(Cli, NegativeBandwidthNamesFileLineAndField) {
+  const std::string f = temp("negative.yaml");
+  write(f,
+        "node: dgx-h100\n"
+        "nodes: 2\n"
+        "fabric:\n"
+        "  kind: fat-tree\n"
+        "  nic: {kind: net, bandwidth: -400 Gb/s, latency: 1 us}\n");
+  const Result r = run("collective --cluster " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(f + ":5:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fabric.nic.bandwidth"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("negative"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ZeroBandwidthIsRejected) {
+  const std::string f = temp("zero.yaml");
+  write(f, "node: dgx-h100\nnodes: 2\nfabric: {nic: {kind: net, bandwidth: 0 Gb/s, latency: 1 us}}\n");
+  const Result r = run("collective --cluster " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("must be positive"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DisconnectedTopologyIsAnErrorNotAHang) {
+  const std::string f = temp("islands.yaml");
+  write(f,
+        "node: dgx-h100\n"
+        "nodes: 4\n"
+        "fabric:\n"
+        "  kind: custom\n"
+        "  switches: [east, west]\n"
+        "  attach: [{nodes: 0-1, switch: east}, {nodes: 2-3, switch: west}]\n");
+  const Result r = run("collective --cluster " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(f + ":3:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("disconnected"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ImpossibleAlgorithmSaysWhatWouldWork) {
+  const Result r = run("collective --cluster dgx-a100-80g --algo nvls");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--algo: nvls cannot run allreduce"), std::string::npos) << r.out;
+}
+
+TEST(Cli, AbsurdSizesAreRejected) {
+  const Result r = run("collective --cluster dgx-h100 --max 1P");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--max"), std::string::npos) << r.out;
+  const Result r2 = run("collective --cluster dgx-h100 --nodes 0");
+  EXPECT_EQ(r2.code, 2);
+  EXPECT_NE(r2.out.find("count must be positive"), std::string::npos) << r2.out;
+}
+
+TEST(Cli, ListParamsShowsSources) {
+  const Result r = run("collective --list-params");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("comm.ring.Simple.base_latency"), std::string::npos);
+  EXPECT_NE(r.out.find("tuning.cc"), std::string::npos);
+}
+
+TEST(Cli, SetOverridesAParameterAndRejectsUnknownOnes) {
+  const Result slow = run("collective --cluster dgx-h100 --algo ring --proto Simple --min 8 --max 8 --set comm.ring.Simple.base_latency=100us");
+  ASSERT_EQ(slow.code, 0) << slow.out;
+  EXPECT_NE(slow.out.find(" 147.60 "), std::string::npos) << slow.out;  // 100 + 14 x 3.4 us
+  const Result bad = run("collective --cluster dgx-h100 --set comm.warp_speed=9");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("unknown communication parameter 'warp_speed'"), std::string::npos) << bad.out;
+}
+
+}  // namespace
