@@ -158,3 +158,26 @@ TEST(Cli, SetOverridesAParameterAndRejectsUnknownOnes) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, EveryBundledExampleClusterRuns) {
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(DTSIM_SOURCE_DIR) + "/examples/clusters")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++seen;
+    const Result r = run("collective --cluster " + entry.path().string() + " --min 1M --max 64M -f 8");
+    EXPECT_EQ(r.code, 0) << entry.path() << "\n" << r.out;
+    EXPECT_NE(r.out.find("busbw"), std::string::npos) << entry.path();
+  }
+  EXPECT_GE(seen, 5);
+}
+
+TEST(Cli, EveryClusterPresetRuns) {
+  for (const char* preset : {"dgx-h100-superpod-su", "dgx-a100-superpod-su"}) {
+    const Result r = run(std::string("collective --cluster ") + preset + " --min 1G --max 1G");
+    EXPECT_EQ(r.code, 0) << preset << "\n" << r.out;
+  }
+}
+
+}  // namespace

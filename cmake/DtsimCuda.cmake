@@ -1,0 +1,35 @@
+# CUDA, cuBLAS(Lt) and NCCL are optional. DTSIM_ENABLE_CUDA=AUTO builds the GPU harness when a CUDA
+# compiler is found (on PATH, in CUDACXX, or in /usr/local/cuda), ON requires it, OFF skips it.
+# Sets DTSIM_HAVE_CUDA and, when NCCL is found, DTSIM_HAVE_NCCL with target dtsim::nccl.
+set(DTSIM_HAVE_CUDA OFF)
+set(DTSIM_HAVE_NCCL OFF)
+if(NOT DTSIM_ENABLE_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS "/usr/local/cuda/bin/nvcc")
+    set(CMAKE_CUDA_COMPILER "/usr/local/cuda/bin/nvcc")
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper by default (the GPUs dtsim is calibrated on); add 80, 89, 100 for A100, L40S, B200.
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    # CMake 3.25 does not know nvcc's C++20 flag; the harness's device code is C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(DTSIM_HAVE_CUDA ON)
+    find_path(DTSIM_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(DTSIM_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(DTSIM_NCCL_INCLUDE AND DTSIM_NCCL_LIBRARY)
+      add_library(dtsim::nccl UNKNOWN IMPORTED)
+      set_target_properties(dtsim::nccl PROPERTIES IMPORTED_LOCATION "${DTSIM_NCCL_LIBRARY}"
+                                                   INTERFACE_INCLUDE_DIRECTORIES "${DTSIM_NCCL_INCLUDE}")
+      set(DTSIM_HAVE_NCCL ON)
+    endif()
+  elseif(DTSIM_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DTSIM_ENABLE_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "dtsim: CUDA harness ${DTSIM_HAVE_CUDA}, NCCL ${DTSIM_HAVE_NCCL}")
