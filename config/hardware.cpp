@@ -185,24 +185,27 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
   return g;
 }
 
-std::optional<hw::GpuSpec> HardwareLoader::gpu(MapReader& r, const std::string& key) {
+std::optional<MapReader> HardwareLoader::reference(MapReader& r, const std::string& key, const std::string& kind,
+                                                   const std::string& example) {
   YAML::Node n = r.node(key);
   if (!n.IsDefined() || n.IsNull()) {
-    r.error(key, "is required (a GPU preset such as h100-sxm, or a mapping)");
+    r.error(key, fmt::format("is required (a {} preset such as {}, or a mapping)", kind, example));
     return std::nullopt;
   }
-  if (n.IsMap()) {
-    MapReader sub(n, r.field(key), r.file(), ctx_);
-    return gpu_from(sub);
-  }
+  if (n.IsMap()) return MapReader(n, r.field(key), r.file(), ctx_);
   if (!n.IsScalar()) {
-    r.error(key, "expected a GPU preset name, a file, or a mapping");
+    r.error(key, fmt::format("expected a {} preset name, a file, or a mapping", kind));
     return std::nullopt;
   }
-  auto doc = resolve("gpus", n.Scalar(), r.location(key), r.field(key));
+  auto doc = resolve(kind + "s", n.Scalar(), r.location(key), r.field(key));
   if (!doc) return std::nullopt;
-  MapReader sub(doc->first, r.field(key), doc->second, ctx_);
-  return gpu_from(sub);
+  return MapReader(doc->first, r.field(key), doc->second, ctx_);
+}
+
+std::optional<hw::GpuSpec> HardwareLoader::gpu(MapReader& r, const std::string& key) {
+  auto sub = reference(r, key, "gpu", "h100-sxm");
+  if (!sub) return std::nullopt;
+  return gpu_from(*sub);
 }
 
 std::optional<hw::FabricSpec> HardwareLoader::fabric(MapReader& r, hw::FabricSpec f) {
@@ -347,23 +350,9 @@ std::optional<hw::NodeSpec> HardwareLoader::node_from(MapReader& r) {
 }
 
 std::optional<hw::NodeSpec> HardwareLoader::node(MapReader& r, const std::string& key) {
-  YAML::Node n = r.node(key);
-  if (!n.IsDefined() || n.IsNull()) {
-    r.error(key, "is required (a node preset such as dgx-h100, or a mapping)");
-    return std::nullopt;
-  }
-  if (n.IsMap()) {
-    MapReader sub(n, r.field(key), r.file(), ctx_);
-    return node_from(sub);
-  }
-  if (!n.IsScalar()) {
-    r.error(key, "expected a node preset name, a file, or a mapping");
-    return std::nullopt;
-  }
-  auto doc = resolve("nodes", n.Scalar(), r.location(key), r.field(key));
-  if (!doc) return std::nullopt;
-  MapReader sub(doc->first, r.field(key), doc->second, ctx_);
-  return node_from(sub);
+  auto sub = reference(r, key, "node", "dgx-h100");
+  if (!sub) return std::nullopt;
+  return node_from(*sub);
 }
 
 std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {

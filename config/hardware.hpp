@@ -36,6 +36,8 @@ class HardwareLoader {
                                                             const Location& where, const std::string& field);
 
  private:
+  // The mapping that `r.key` refers to: inline, a file, or a preset of `kind` ("gpu", "node").
+  std::optional<MapReader> reference(MapReader& r, const std::string& key, const std::string& kind, const std::string& example);
   bool load_links();
   std::optional<hw::LinkType> link_from(MapReader& r, const std::string& name);
 

@@ -187,56 +187,40 @@ std::optional<bool> MapReader::boolean(const std::string& key, bool required) {
   return std::nullopt;
 }
 
+namespace {
+double magnitude(const Bytes& b) { return b.as_double(); }
+double magnitude(const Bandwidth& b) { return b.bytes_per_s(); }
+double magnitude(const Time& t) { return t.seconds(); }
+double magnitude(const FlopRate& r) { return r.flops_per_s(); }
+}  // namespace
+
+template <class T, class Parse>
+std::optional<T> MapReader::quantity(const std::string& key, bool required, Parse parse, const char* positive_what) {
+  auto s = scalar(key, required);
+  if (!s) return std::nullopt;
+  auto v = parse(*s);
+  if (!v) {
+    error(key, v.error().message);
+    return std::nullopt;
+  }
+  if (positive_what != nullptr && !(magnitude(*v) > 0)) {
+    error(key, fmt::format("'{}': a {} must be positive", *s, positive_what));
+    return std::nullopt;
+  }
+  return *v;
+}
+
 std::optional<Bytes> MapReader::bytes(const std::string& key, bool required) {
-  auto s = scalar(key, required);
-  if (!s) return std::nullopt;
-  auto v = parse_bytes(*s);
-  if (!v) {
-    error(key, v.error().message);
-    return std::nullopt;
-  }
-  return *v;
+  return quantity<Bytes>(key, required, parse_bytes, nullptr);
 }
-
 std::optional<Bandwidth> MapReader::bandwidth(const std::string& key, bool required) {
-  auto s = scalar(key, required);
-  if (!s) return std::nullopt;
-  auto v = parse_bandwidth(*s);
-  if (!v) {
-    error(key, v.error().message);
-    return std::nullopt;
-  }
-  if (!(v->bytes_per_s() > 0)) {
-    error(key, fmt::format("'{}': a bandwidth must be positive", *s));
-    return std::nullopt;
-  }
-  return *v;
+  return quantity<Bandwidth>(key, required, parse_bandwidth, "bandwidth");
 }
-
 std::optional<Time> MapReader::time(const std::string& key, bool required) {
-  auto s = scalar(key, required);
-  if (!s) return std::nullopt;
-  auto v = parse_time(*s);
-  if (!v) {
-    error(key, v.error().message);
-    return std::nullopt;
-  }
-  return *v;
+  return quantity<Time>(key, required, parse_time, nullptr);
 }
-
 std::optional<FlopRate> MapReader::flop_rate(const std::string& key, bool required) {
-  auto s = scalar(key, required);
-  if (!s) return std::nullopt;
-  auto v = parse_flop_rate(*s);
-  if (!v) {
-    error(key, v.error().message);
-    return std::nullopt;
-  }
-  if (!(v->flops_per_s() > 0)) {
-    error(key, fmt::format("'{}': a compute rate must be positive", *s));
-    return std::nullopt;
-  }
-  return *v;
+  return quantity<FlopRate>(key, required, parse_flop_rate, "compute rate");
 }
 
 std::optional<std::vector<std::int64_t>> MapReader::int_list(const std::string& key, bool required, std::int64_t min,

@@ -105,6 +105,9 @@ class MapReader {
 
  private:
   std::optional<std::string> scalar(const std::string& key, bool required);
+  // A scalar with a unit, parsed by `parse`; when `positive_what` is set, zero is an error too.
+  template <class T, class Parse>
+  std::optional<T> quantity(const std::string& key, bool required, Parse parse, const char* positive_what);
 
   YAML::Node node_;
   std::string path_;

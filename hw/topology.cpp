@@ -522,7 +522,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
         }
       auto upper = upper_tiers(leaves, ports->up, false);
       if (!upper) return upper.error();
-      detail = fmt::format("{} rails x {} unit(s) of {} nodes: {} leaf, {}", rails, sus, per_su, leaves.size(), *upper);
+      detail = fmt::format("{} rails x {} unit(s) of up to {} nodes: {} leaf, {}", rails, sus, per_su, leaves.size(), *upper);
       break;
     }
     case FabricKind::custom: {

@@ -50,6 +50,23 @@ TEST(Topology, PcieHopCountsFollowTheTree) {
   EXPECT_EQ(rs.route(0, 1).size(), 4u);
 }
 
+TEST(Topology, WithoutGpuDirectRdmaNicTrafficGoesThroughHostMemory) {
+  auto node = nvswitch_node();
+  Topology direct = build(cluster(node, 2, FabricKind::single_switch));
+  node.gpudirect_rdma = false;
+  Topology staged = build(cluster(node, 2, FabricKind::single_switch));
+  auto through_cpu = [](const Topology& t, const Path& p) {
+    for (LinkId l : p) {
+      if (t.vertices()[t.link(l).dst].kind == VertexKind::cpu) return true;
+    }
+    return false;
+  };
+  Router rd(direct), rs(staged);
+  EXPECT_FALSE(through_cpu(direct, rd.route(0, 8)));  // GPU -> PCIe switch -> NIC
+  EXPECT_TRUE(through_cpu(staged, rs.route(0, 8)));   // GPU -> ... -> CPU -> ... -> NIC
+  EXPECT_GT(rs.route(0, 8).size(), rd.route(0, 8).size());
+}
+
 TEST(Topology, FatTreeHopCountsAndLatency) {
   // 16 nodes with 4 NICs each = 64 NICs; radix 8: 4 down + 4 up per leaf, 16 leaves? No:
   // radix 16 -> 8 down, 8 up: 8 leaves, 8 spines.
