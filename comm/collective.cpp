@@ -730,10 +730,10 @@ void start_phase(const std::shared_ptr<RunState>& st) {
 
 }  // namespace
 
-void execute(FlowNetwork& net, const Plan& plan, std::function<void()> done) {
+void execute(FlowNetwork& net, std::shared_ptr<const Plan> plan, std::function<void()> done) {
   auto st = std::make_shared<RunState>();
   st->net = &net;
-  st->plan = std::make_shared<const Plan>(plan);
+  st->plan = std::move(plan);
   st->done = std::move(done);
   start_phase(st);
 }

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,7 +124,10 @@ class Planner {
 };
 
 // Runs `plan` on `net` (built from the same topology); `done` fires when its last phase ends.
-void execute(FlowNetwork& net, const Plan& plan, std::function<void()> done);
+void execute(FlowNetwork& net, std::shared_ptr<const Plan> plan, std::function<void()> done);
+inline void execute(FlowNetwork& net, const Plan& plan, std::function<void()> done) {
+  execute(net, std::make_shared<const Plan>(plan), std::move(done));
+}
 
 // Simulates `plan` alone on a fresh network of `topo` and returns how long it took.
 Time simulate_alone(const hw::Topology& topo, const Plan& plan, std::string_view sharing = "max-min");

@@ -1,0 +1,37 @@
+// Loading a `dtsim simulate` configuration: cluster, model, training settings and parallel layout
+// (plus optional simulation settings and parameter overrides) into plain, validated inputs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/reader.hpp"
+#include "hw/specs.hpp"
+#include "workloads/step.hpp"
+
+namespace dtsim::config {
+
+struct SimulateConfig {
+  hw::ClusterSpec cluster;
+  workloads::StepInputs inputs;
+  nlohmann::json resolved;  // every setting, with the defaults that were applied
+};
+
+// Reads `path` (or, when `yaml_text` is given, that text, reported as `path`), applies the
+// `--set key=value` overrides (dotted keys, e.g. parallel.tp=4) to the YAML tree first, and checks
+// everything. Problems go to ctx.diagnostics with file, line and field; nullopt if any.
+std::optional<SimulateConfig> load_simulate_config(const std::string& path, const std::vector<std::string>& sets, LoadContext& ctx,
+                                                   const std::optional<std::string>& yaml_text = std::nullopt);
+
+// Applies `dotted.key=value` to a YAML tree (creating mappings as needed). The value is parsed as
+// YAML, so `parallel.tp=4`, `model=llama3-8b` and `cluster={node: dgx-h100, nodes: 2}` work.
+Status apply_set(YAML::Node& root, const std::string& assignment);
+
+// Names of the model parameters `simulation.params` and `--set simulation.params.NAME=V` accept,
+// with defaults and sources, for --list-params.
+std::vector<std::array<std::string, 3>> simulate_param_list();
+
+}  // namespace dtsim::config

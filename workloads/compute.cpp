@@ -1,0 +1,161 @@
+#include "workloads/compute.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace dtsim::workloads {
+
+Kernel gemm(const char* name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, hw::DType math,
+            int in_bytes, int out_bytes) {
+  Kernel g;
+  g.name = name;
+  g.cls = KernelClass::gemm;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = batch;
+  g.dtype = math;
+  const double b = static_cast<double>(batch);
+  g.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * b;
+  g.bytes = b * (static_cast<double>(in_bytes) * (static_cast<double>(m) * k + static_cast<double>(k) * n) +
+                 static_cast<double>(out_bytes) * static_cast<double>(m) * n);
+  return g;
+}
+
+Kernel memory_op(const char* name, double bytes, hw::DType math) {
+  Kernel k;
+  k.name = name;
+  k.cls = KernelClass::memory;
+  k.bytes = bytes;
+  k.dtype = math;
+  return k;
+}
+
+ComputeModel::ComputeModel(const hw::GpuSpec& gpu, ComputeParams params) : gpu_(gpu), params_(std::move(params)) {}
+
+double ComputeModel::peak(hw::DType d) const {
+  const auto it = gpu_.peak.find(d);
+  if (it != gpu_.peak.end()) return it->second.flops_per_s();
+  // Without the dtype (e.g. bf16 on V100) fall back to the widest supported type's rate.
+  for (hw::DType f : {hw::DType::fp16, hw::DType::fp32}) {
+    const auto jt = gpu_.peak.find(f);
+    if (jt != gpu_.peak.end()) return jt->second.flops_per_s();
+  }
+  return gpu_.peak.begin()->second.flops_per_s();
+}
+
+double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, hw::DType d) const {
+  const double sms = std::max(1, gpu_.sms);
+  double best = 0;
+  for (const GemmTile& t : params_.tiles) {
+    const double tm = std::ceil(static_cast<double>(m) / t.m), tn = std::ceil(static_cast<double>(n) / t.n);
+    const double tiles = tm * tn * static_cast<double>(batch);
+    // Padding of partial tiles, and the idle SMs of the last wave.
+    const double tile_fill = static_cast<double>(m) * static_cast<double>(n) / (tm * t.m * tn * t.n);
+    const double waves = std::ceil(tiles / sms);
+    const double wave_fill = tiles / (waves * sms);
+    best = std::max(best, t.efficiency * tile_fill * wave_fill);
+  }
+  const double depth = static_cast<double>(k) / (static_cast<double>(k) + params_.k_half);
+  return params_.efficiency(d) * best * depth;
+}
+
+Time ComputeModel::kernel_time(const Kernel& k) const {
+  const double bw = gpu_.memory_bandwidth.bytes_per_s() * params_.memory_efficiency;
+  const double mem_s = k.bytes / bw;
+  double compute_s = 0;
+  switch (k.cls) {
+    case KernelClass::gemm: {
+      const double eff = gemm_efficiency(k.m, k.n, k.k, k.batch, k.dtype);
+      compute_s = eff > 0 ? k.flops / (peak(k.dtype) * eff) : 0;
+      break;
+    }
+    case KernelClass::attention:
+      compute_s = k.flops / (peak(k.dtype) * params_.attention_fwd_efficiency);
+      break;
+    case KernelClass::attention_bwd:
+      compute_s = k.flops / (peak(k.dtype) * params_.attention_bwd_efficiency);
+      break;
+    case KernelClass::memory:
+      compute_s = 0;
+      break;
+  }
+  return Time::from_seconds(std::max(compute_s, mem_s)) + params_.kernel_overhead;
+}
+
+namespace {
+
+Status set_fraction(double& d, std::string_view v, double max = 1.0) {
+  double x = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > max) {
+    return Error(fmt::format("'{}' is not a number in (0, {}]", v, max));
+  }
+  d = x;
+  return {};
+}
+
+std::vector<ComputeParamInfo> build_table() {
+  std::vector<ComputeParamInfo> t;
+  const std::string gemm_src =
+      "fit to published cuBLASLt large-GEMM throughput (data/published/gemm-hbm-published.csv): A100 fp16 0.82, "
+      "H100 fp8 0.70 of the dense peak; other dtypes assumed";
+  for (hw::DType d : hw::kAllDTypes) {
+    const auto i = static_cast<std::size_t>(d);
+    t.push_back(ComputeParamInfo{fmt::format("gemm.efficiency.{}", hw::to_string(d)), "fraction",
+                                 fmt::format("fraction of the {} peak a large GEMM reaches", hw::to_string(d)), gemm_src,
+                                 [i](const ComputeParams& p) { return fmt::format("{:.4g}", p.gemm_efficiency[i]); },
+                                 [i](ComputeParams& p, std::string_view v) { return set_fraction(p.gemm_efficiency[i], v); }});
+  }
+  auto number = [&](std::string name, double ComputeParams::*m, std::string unit, std::string help, std::string source, double max) {
+    t.push_back(ComputeParamInfo{std::move(name), std::move(unit), std::move(help), std::move(source),
+                                 [m](const ComputeParams& p) { return fmt::format("{:.4g}", p.*m); },
+                                 [m, max](ComputeParams& p, std::string_view v) { return set_fraction(p.*m, v, max); }});
+  };
+  number("gemm.k_half", &ComputeParams::k_half, "elements", "K at which a GEMM's efficiency is halved by its depth",
+         "assumption; fits the published small-GEMM points within the tolerance in docs/validation.md", 1e6);
+  number("attention.fwd_efficiency", &ComputeParams::attention_fwd_efficiency, "fraction",
+         "fused attention forward, fraction of peak",
+         "T. Dao, FlashAttention-2 (2023): 50-73% of A100 peak forward", 1.0);
+  number("attention.bwd_efficiency", &ComputeParams::attention_bwd_efficiency, "fraction",
+         "fused attention backward, fraction of peak", "T. Dao, FlashAttention-2 (2023): backward below forward; assumption", 1.0);
+  number("memory.efficiency", &ComputeParams::memory_efficiency, "fraction",
+         "fraction of HBM bandwidth a streaming kernel reaches",
+         "published STREAM-like copy: H100 2.90 of 3.35 TB/s (0.87), A100 1.61 of 2.04 TB/s (0.79)", 1.0);
+  number("comm_slowdown", &ComputeParams::comm_slowdown, "fraction",
+         "compute slowdown while communication kernels run beside it (they take SMs and memory bandwidth)",
+         "assumption: overlapped GEMMs lose 5-20% to NCCL kernels in published overlap studies", 1.0);
+  t.push_back(ComputeParamInfo{"kernel_overhead", "time", "launch and fixed cost added to every kernel",
+                               "fit: the published 1024^3 GEMMs imply about 4 us of fixed cost",
+                               [](const ComputeParams& p) { return to_string(p.kernel_overhead); },
+                               [](ComputeParams& p, std::string_view v) {
+                                 auto r = parse_time(v);
+                                 if (!r) return Status(r.error());
+                                 p.kernel_overhead = *r;
+                                 return Status();
+                               }});
+  return t;
+}
+
+}  // namespace
+
+const std::vector<ComputeParamInfo>& compute_param_table() {
+  static const std::vector<ComputeParamInfo> table = build_table();
+  return table;
+}
+
+Status set_compute_param(ComputeParams& p, std::string_view name, std::string_view value) {
+  for (const auto& info : compute_param_table()) {
+    if (info.name == name) {
+      Status st = info.set(p, value);
+      if (!st) return Error(st.error().message, std::string(name));
+      return {};
+    }
+  }
+  return Error(fmt::format("unknown compute parameter '{}' (dtsim simulate --list-params lists them)", name), std::string(name));
+}
+
+}  // namespace dtsim::workloads

@@ -1,0 +1,415 @@
+#include "workloads/program.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace dtsim::workloads {
+
+std::string_view to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::tp: return "tp";
+    case CommGroup::cp: return "cp";
+    case CommGroup::ep: return "ep";
+  }
+  return "?";
+}
+
+double Pass::flops() const {
+  double f = 0;
+  for (const Segment& s : segments) {
+    for (const Kernel& k : s.kernels) f += k.flops;
+  }
+  return f;
+}
+
+namespace {
+
+using I = std::int64_t;
+
+// Element sizes and math types of one run.
+struct Types {
+  hw::DType math;      // GEMM math
+  int gemm_in = 2;     // bytes of a GEMM input element
+  int act = 2;         // bytes of an activation element (outputs, norms, ...)
+  hw::DType act_math;  // math of non-GEMM kernels (attention)
+};
+
+Types types_of(hw::DType precision) {
+  switch (precision) {
+    case hw::DType::fp8: return {hw::DType::fp8, 1, 2, hw::DType::bf16};  // Transformer Engine style
+    case hw::DType::fp32: return {hw::DType::fp32, 4, 4, hw::DType::fp32};
+    case hw::DType::tf32: return {hw::DType::tf32, 4, 4, hw::DType::tf32};
+    case hw::DType::fp64: return {hw::DType::fp64, 8, 8, hw::DType::fp64};
+    default: return {precision, 2, 2, precision};
+  }
+}
+
+Kernel lin(const Types& ty, const char* name, I m, I n, I k) {
+  Kernel g = gemm(name, m, n, k, 1, ty.math, ty.gemm_in, ty.act);
+  g.weighted = true;
+  return g;
+}
+
+Kernel bmm(const Types& ty, const char* name, I batch, I m, I n, I k) {
+  return gemm(name, m, n, k, batch, ty.math == hw::DType::fp8 ? hw::DType::bf16 : ty.math, ty.act, ty.act);
+}
+
+Kernel mem(const Types& ty, const char* name, double elements) {
+  return memory_op(name, elements * ty.act, ty.act_math);
+}
+
+CollOp dual(CollOp op) {
+  switch (op) {
+    case CollOp::allgather: return CollOp::reducescatter;
+    case CollOp::reducescatter: return CollOp::allgather;
+    default: return op;
+  }
+}
+
+// The gradient kernels of one forward kernel.
+void append_backward(const Kernel& k, std::vector<Kernel>& out) {
+  switch (k.cls) {
+    case KernelClass::gemm: {
+      // Y = X W: dX = dY W^T (m x k via n), dW = X^T dY (k x n via m). Batched products of two
+      // activations need both input gradients. Each moves about what the forward moved.
+      Kernel dx = k;
+      dx.name = "dgrad";
+      dx.n = k.k;
+      dx.k = k.n;
+      Kernel dw = k;
+      dw.name = k.weighted ? "wgrad" : "dgrad";
+      dw.m = k.k;
+      dw.n = k.n;
+      dw.k = k.m;
+      out.push_back(dx);
+      out.push_back(dw);
+      break;
+    }
+    case KernelClass::attention: {
+      // Fused attention backward: five matrix products to the forward's two (FlashAttention-2).
+      Kernel b = k;
+      b.name = "attention_bwd";
+      b.cls = KernelClass::attention_bwd;
+      b.flops = 2.5 * k.flops;
+      b.bytes = 2.0 * k.bytes;
+      out.push_back(b);
+      break;
+    }
+    case KernelClass::attention_bwd:
+      break;
+    case KernelClass::memory: {
+      // Reads the output gradient and the saved input, writes the input gradient.
+      Kernel b = k;
+      b.bytes = 1.5 * k.bytes;
+      out.push_back(b);
+      break;
+    }
+  }
+}
+
+Pass backward_of(const Pass& fwd) {
+  Pass b;
+  const int n = static_cast<int>(fwd.segments.size());
+  for (int i = n - 1; i >= 0; --i) {
+    const Segment& f = fwd.segments[static_cast<std::size_t>(i)];
+    Segment s;
+    for (auto it = f.kernels.rbegin(); it != f.kernels.rend(); ++it) append_backward(*it, s.kernels);
+    if (f.comm && f.comm_overlaps) {
+      // Ring attention's backward passes K/V around again and their gradients back.
+      CommStep c = *f.comm;
+      c.bytes = c.bytes * 2;
+      s.comm = c;
+      s.comm_overlaps = true;
+    } else if (i > 0) {
+      const Segment& before = fwd.segments[static_cast<std::size_t>(i - 1)];
+      if (before.comm && !before.comm_overlaps) {
+        CommStep c = *before.comm;
+        c.op = dual(c.op);
+        s.comm = c;
+      }
+    }
+    b.segments.push_back(std::move(s));
+  }
+  return b;
+}
+
+struct Dims {
+  I b, s, sl, T, Tn, h, heads, kv, d, qdim, kvdim, f, t, cp, ep;
+};
+
+Dims dims_of(const TransformerSpec& m, const ProgramShape& sh) {
+  Dims x{};
+  x.b = sh.micro_batch;
+  x.s = sh.seq;
+  x.cp = sh.cp;
+  x.sl = sh.seq / sh.cp;
+  x.T = x.b * x.sl;
+  x.t = sh.tp;
+  x.Tn = sh.sequence_parallel ? x.T / x.t : x.T;
+  x.h = m.hidden;
+  x.heads = m.heads;
+  x.kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  x.d = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+  x.qdim = x.heads * x.d;
+  x.kvdim = x.kv * x.d;
+  x.f = m.ffn;
+  x.ep = sh.ep;
+  return x;
+}
+
+std::optional<CommStep> tp_comm(const ProgramShape& sh, CollOp op, double bytes) {
+  if (sh.tp <= 1) return std::nullopt;
+  return CommStep{op, CommGroup::tp, Bytes(static_cast<I>(bytes))};
+}
+
+}  // namespace
+
+Status validate_transformer(const TransformerSpec& m, const ProgramShape& s) {
+  const I kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  if (s.seq <= 0) return Error("the sequence length must be positive", "training.seq_len");
+  if (s.micro_batch <= 0) return Error("the micro-batch must be positive", "training.micro_batch");
+  if (m.heads % s.tp != 0) return Error(fmt::format("tp ({}) must divide the {} attention heads", s.tp, m.heads), "parallel.tp");
+  if (kv % s.tp != 0 && s.tp % kv != 0) {
+    return Error(fmt::format("tp ({}) and the {} key/value heads must divide one another", s.tp, kv), "parallel.tp");
+  }
+  if (m.ffn % s.tp != 0) return Error(fmt::format("tp ({}) must divide the MLP size {}", s.tp, m.ffn), "parallel.tp");
+  if (s.cp > 1 && s.seq % (2 * s.cp) != 0) {
+    return Error(fmt::format("cp ({}) needs the sequence length ({}) to be a multiple of 2 x cp (load-balanced ring attention)", s.cp, s.seq),
+                 "parallel.cp");
+  }
+  if (s.sequence_parallel && s.tp > 1 && (s.micro_batch * s.seq / s.cp) % s.tp != 0) {
+    return Error("sequence parallelism needs micro_batch x seq_len / cp to be a multiple of tp", "parallel.sequence_parallel");
+  }
+  if (m.experts > 0) {
+    if (m.experts % s.ep != 0) return Error(fmt::format("ep ({}) must divide the {} experts", s.ep, m.experts), "parallel.ep");
+    if (s.tp > 1 && !s.sequence_parallel) {
+      return Error("MoE layers with tp > 1 need sequence_parallel: true (as Megatron-Core)", "parallel.sequence_parallel");
+    }
+  } else if (s.ep > 1) {
+    return Error(fmt::format("ep is {} but model '{}' has no experts", s.ep, m.name), "parallel.ep");
+  }
+  return {};
+}
+
+LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh) {
+  const Types ty = types_of(sh.precision);
+  const Dims x = dims_of(m, sh);
+  const double act_bytes = static_cast<double>(x.T * x.h * ty.act);  // a full [tokens, hidden] tensor
+  const bool sp = sh.sequence_parallel && sh.tp > 1;
+  const CollOp to_tp = sp ? CollOp::allgather : CollOp::allreduce;     // entering / leaving a TP region
+  const double causal = m.encoder ? 1.0 : 0.5;
+  LayerProgram p;
+  p.name = "block";
+  Pass& fwd = p.forward;
+
+  // Attention.
+  Segment ln1{{mem(ty, "layernorm", 2.0 * x.Tn * x.h)}, std::nullopt, false};
+  Segment attn;
+  if (sp) {
+    ln1.comm = tp_comm(sh, CollOp::allgather, act_bytes);
+    fwd.segments.push_back(ln1);
+  } else {
+    attn.kernels = ln1.kernels;
+  }
+  attn.kernels.push_back(lin(ty, "qkv", x.T, (x.qdim + 2 * x.kvdim) / x.t, x.h));
+  if (m.positions == Positions::rotary) attn.kernels.push_back(mem(ty, "rotary", 2.0 * x.T * (x.qdim + x.kvdim) / x.t));
+  std::vector<Kernel> core;
+  const I hp = x.heads / x.t;  // heads on this rank
+  if (sh.attention == Attention::flash) {
+    Kernel a;
+    a.name = "attention";
+    a.cls = KernelClass::attention;
+    a.dtype = ty.act_math;
+    a.flops = 4.0 * static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s) * static_cast<double>(x.d) * causal;
+    a.bytes = static_cast<double>(x.T) * static_cast<double>(2 * x.qdim + 2 * x.kvdim) / static_cast<double>(x.t) * ty.act;
+    core.push_back(a);
+  } else {
+    core.push_back(bmm(ty, "scores", x.b * hp, x.sl, x.s, x.d));
+    core.push_back(mem(ty, "softmax", 2.0 * static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s)));
+    core.push_back(mem(ty, "attention_dropout", 1.5 * static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s)));
+    core.push_back(bmm(ty, "context", x.b * hp, x.sl, x.d, x.s));
+  }
+  if (sh.cp > 1) {
+    // Ring attention: K and V chunks travel around the context-parallel ring while attention runs.
+    fwd.segments.push_back(attn);
+    attn = Segment{};
+    Segment ring;
+    ring.kernels = core;
+    const double kv_chunk = 2.0 * static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t) * ty.act;
+    ring.comm = CommStep{CollOp::allgather, CommGroup::cp, Bytes(static_cast<I>(kv_chunk * static_cast<double>(x.cp)))};
+    ring.comm_overlaps = true;
+    fwd.segments.push_back(ring);
+  } else {
+    attn.kernels.insert(attn.kernels.end(), core.begin(), core.end());
+  }
+  attn.kernels.push_back(lin(ty, "attention_out", x.T, x.h, x.qdim / x.t));
+  attn.comm = tp_comm(sh, sp ? CollOp::reducescatter : CollOp::allreduce, act_bytes);
+  fwd.segments.push_back(attn);
+
+  // MLP (dense) or experts.
+  Segment pre{{mem(ty, "dropout_residual", 3.0 * x.Tn * x.h), mem(ty, "layernorm", 2.0 * x.Tn * x.h)}, std::nullopt, false};
+  const I gate = m.gated_mlp ? 2 : 1;
+  if (m.experts > 0) {
+    // Tokens stay split across the TP ranks (sequence parallel); each rank routes its tokens to
+    // top_k experts over the expert-parallel group and gets them back.
+    const I Tm = x.Tn;
+    pre.kernels.push_back(lin(ty, "router", Tm, m.experts, x.h));
+    const double routed = static_cast<double>(Tm * m.top_k * x.h * ty.act);
+    pre.comm = CommStep{CollOp::alltoall, CommGroup::ep, Bytes(static_cast<I>(routed))};
+    fwd.segments.push_back(pre);
+    const I local_experts = m.experts / x.ep;
+    const I tokens_per_expert = std::max<I>(1, Tm * m.top_k / local_experts * 1);
+    Segment experts;
+    Kernel up = gemm("expert_up", tokens_per_expert, gate * x.f, x.h, local_experts, ty.math, ty.gemm_in, ty.act);
+    up.weighted = true;
+    Kernel down = gemm("expert_down", tokens_per_expert, x.h, x.f, local_experts, ty.math, ty.gemm_in, ty.act);
+    down.weighted = true;
+    experts.kernels = {up, mem(ty, "activation", static_cast<double>(local_experts * tokens_per_expert * x.f * (gate + 1))), down};
+    experts.comm = CommStep{CollOp::alltoall, CommGroup::ep, Bytes(static_cast<I>(routed))};
+    fwd.segments.push_back(experts);
+    p.expert_params = local_experts * ((gate + 1) * x.h * x.f + (m.bias ? gate * x.f + x.h : 0));
+  } else {
+    Segment mlp;
+    if (sp) {
+      pre.comm = tp_comm(sh, to_tp, act_bytes);
+      fwd.segments.push_back(pre);
+    } else {
+      mlp.kernels = pre.kernels;
+    }
+    mlp.kernels.push_back(lin(ty, "mlp_up", x.T, gate * x.f / x.t, x.h));
+    mlp.kernels.push_back(mem(ty, "activation", static_cast<double>(x.T) * static_cast<double>(x.f / x.t) * static_cast<double>(gate + 1)));
+    mlp.kernels.push_back(lin(ty, "mlp_down", x.T, x.h, x.f / x.t));
+    mlp.comm = tp_comm(sh, sp ? CollOp::reducescatter : CollOp::allreduce, act_bytes);
+    fwd.segments.push_back(mlp);
+  }
+  fwd.segments.push_back(Segment{{mem(ty, "dropout_residual", 3.0 * x.Tn * x.h)}, std::nullopt, false});
+
+  p.backward = backward_of(fwd);
+  if (sh.recompute == Recompute::full) {
+    p.recompute = fwd;
+  } else if (sh.recompute == Recompute::selective && sh.attention == Attention::standard) {
+    // Korthikanti et al. 2022: recompute only the attention core (scores, softmax, dropout, context).
+    Segment s;
+    for (const Kernel& k : core) s.kernels.push_back(k);
+    p.recompute.segments.push_back(s);
+  }
+  // Parameters on this rank: attention and MLP matrices split over tp (norms replicated; the
+  // small replicated biases of row-parallel layers are counted once per rank too).
+  const I norms = (m.norm == Norm::layernorm ? 2 : 1) * x.h * 2;
+  const I attn_params = x.h * (x.qdim + 2 * x.kvdim) + x.qdim * x.h + (m.bias ? x.qdim + 2 * x.kvdim + x.h : 0);
+  const I mlp_params = m.experts > 0 ? x.h * m.experts : (gate + 1) * x.h * x.f + (m.bias ? gate * x.f + x.h : 0);
+  p.params = (attn_params + mlp_params) / x.t + norms;
+  return p;
+}
+
+LayerProgram transformer_embedding(const TransformerSpec& m, const ProgramShape& sh) {
+  const Types ty = types_of(sh.precision);
+  const Dims x = dims_of(m, sh);
+  LayerProgram p;
+  p.name = "embedding";
+  const double act_bytes = static_cast<double>(x.T * x.h * ty.act);
+  // Vocabulary-parallel lookup: each TP rank gathers its rows, then the partial embeddings are
+  // summed (all-reduce, or reduce-scatter into sequence-parallel shards).
+  Segment s{{mem(ty, "embedding", 2.0 * x.T * x.h)}, std::nullopt, false};
+  s.comm = tp_comm(sh, sh.sequence_parallel ? CollOp::reducescatter : CollOp::allreduce, act_bytes);
+  p.forward.segments.push_back(s);
+  // The gradient of the all-reduce is the same on every rank (no communication); the gradient of a
+  // reduce-scatter is an all-gather of the sequence-parallel gradient shards first.
+  if (sh.sequence_parallel && sh.tp > 1) p.backward.segments.push_back(Segment{{}, tp_comm(sh, CollOp::allgather, act_bytes), false});
+  p.backward.segments.push_back(Segment{{mem(ty, "embedding_grad", 3.0 * x.T * x.h)}, std::nullopt, false});
+  p.params = m.vocab * x.h / x.t + (m.positions == Positions::learned ? m.max_seq * x.h : 0) + (m.encoder ? 2 * x.h + 2 * x.h : 0);
+  p.embedding_tied = m.tied_embeddings;
+  return p;
+}
+
+LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) {
+  const Types ty = types_of(sh.precision);
+  const Dims x = dims_of(m, sh);
+  LayerProgram p;
+  p.name = "head";
+  const double act_bytes = static_cast<double>(x.T * x.h * ty.act);
+  Segment norm{{mem(ty, "final_norm", 2.0 * x.Tn * x.h)}, std::nullopt, false};
+  Segment logits;
+  if (sh.sequence_parallel && sh.tp > 1) {
+    norm.comm = tp_comm(sh, CollOp::allgather, act_bytes);
+    p.forward.segments.push_back(norm);
+  } else {
+    logits.kernels = norm.kernels;
+  }
+  if (m.encoder) logits.kernels.push_back(lin(ty, "mlm_transform", x.T, x.h, x.h));
+  logits.kernels.push_back(lin(ty, "lm_head", x.T, m.vocab / x.t, x.h));
+  // Vocabulary-parallel cross-entropy in fp32: read and write the logits; the TP ranks exchange
+  // per-token maxima and sums (two all-reduces of one fp32 per token, merged here).
+  logits.kernels.push_back(memory_op("cross_entropy", 2.0 * static_cast<double>(x.T) * static_cast<double>(m.vocab / x.t) * 4.0));
+  logits.comm = tp_comm(sh, CollOp::allreduce, 8.0 * static_cast<double>(x.T));
+  p.forward.segments.push_back(logits);
+  p.backward = backward_of(p.forward);
+  if (sh.recompute == Recompute::full) p.recompute = Pass{};
+  p.params = (m.tied_embeddings ? 0 : m.vocab * x.h / x.t) + (m.norm == Norm::layernorm ? 2 : 1) * x.h +
+             (m.encoder ? x.h * x.h + 3 * x.h + m.vocab / x.t : 0);
+  p.embedding_tied = m.tied_embeddings;
+  return p;
+}
+
+std::vector<LayerProgram> cnn_program(const CnnSpec& m, const ProgramShape& sh) {
+  const Types ty = types_of(sh.precision);
+  const I b = sh.micro_batch;
+  std::vector<LayerProgram> out;
+  for (const CnnLayer& l : m.layers) {
+    const double in_el = static_cast<double>(b * l.in_channels * l.in_h * l.in_w);
+    const double out_el = static_cast<double>(b * l.out_channels * l.out_h * l.out_w);
+    Kernel k;
+    switch (l.kind) {
+      case CnnLayer::Kind::conv: {
+        // Implicit GEMM: one row per output pixel, one column per output channel (per group).
+        k = gemm("conv", b * l.out_h * l.out_w, l.out_channels / l.groups, l.in_channels / l.groups * l.kernel * l.kernel,
+                 l.groups, ty.math, ty.gemm_in, ty.act);
+        k.bytes = (in_el + out_el) * ty.act + static_cast<double>(l.params()) * ty.gemm_in;
+        k.weighted = true;
+        break;
+      }
+      case CnnLayer::Kind::fc:
+        k = lin(ty, "fc", b, l.out_channels, l.in_channels);
+        break;
+      case CnnLayer::Kind::batchnorm: k = mem(ty, "batchnorm", 3.0 * in_el); break;
+      case CnnLayer::Kind::relu: k = mem(ty, "relu", 2.0 * in_el); break;
+      case CnnLayer::Kind::add: k = mem(ty, "add", 3.0 * out_el); break;
+      case CnnLayer::Kind::pool: k = mem(ty, "pool", in_el + out_el); break;
+      case CnnLayer::Kind::softmax: k = mem(ty, "softmax", 2.0 * in_el); break;
+      case CnnLayer::Kind::dropout: k = mem(ty, "dropout", 2.5 * in_el); break;
+    }
+    const bool weighted = l.kind == CnnLayer::Kind::conv || l.kind == CnnLayer::Kind::fc;
+    // Layers without weights join the previous layer's program (fewer, larger tasks).
+    if (!weighted && !out.empty()) {
+      out.back().forward.segments.front().kernels.push_back(k);
+      continue;
+    }
+    LayerProgram p;
+    p.name = l.name;
+    p.forward.segments.push_back(Segment{{k}, std::nullopt, false});
+    p.params = l.params();
+    out.push_back(std::move(p));
+  }
+  for (LayerProgram& p : out) {
+    p.backward = backward_of(p.forward);
+    if (sh.recompute == Recompute::full) p.recompute = p.forward;
+  }
+  return out;
+}
+
+double model_flops_per_sample(const ModelSpec& model, std::int64_t seq) {
+  if (const auto* c = std::get_if<CnnSpec>(&model)) {
+    double macs = 0;
+    for (const CnnLayer& l : c->layers) macs += static_cast<double>(l.macs());
+    return 6.0 * macs;
+  }
+  const auto& m = std::get<TransformerSpec>(model);
+  const double matmul = static_cast<double>(active_parameter_count(m) - embedding_parameters(m)) +
+                        (m.tied_embeddings ? static_cast<double>(m.vocab * m.hidden) : 0.0);
+  const double d = static_cast<double>(m.head_dim > 0 ? m.head_dim : m.hidden / m.heads);
+  const double attn = 12.0 * static_cast<double>(m.layers) * static_cast<double>(m.heads) * d * static_cast<double>(seq);
+  return static_cast<double>(seq) * (6.0 * matmul + attn);
+}
+
+}  // namespace dtsim::workloads

@@ -1,0 +1,77 @@
+// What one rank computes and communicates for each layer and micro-batch: kernels grouped into
+// segments, each segment followed (or accompanied) by a collective. The backward pass mirrors the
+// forward: segments in reverse, every kernel replaced by its gradient kernels, every collective by
+// its dual (all-reduce <-> all-reduce, all-gather <-> reduce-scatter, all-to-all <-> all-to-all).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/metrics.hpp"
+#include "sim/expected.hpp"
+#include "workloads/compute.hpp"
+#include "workloads/layout.hpp"
+#include "workloads/model.hpp"
+#include "workloads/training.hpp"
+
+namespace dtsim::workloads {
+
+enum class CommGroup : unsigned char { tp, cp, ep };
+std::string_view to_string(CommGroup g);
+
+struct CommStep {
+  CollOp op = CollOp::allreduce;
+  CommGroup group = CommGroup::tp;
+  Bytes bytes;  // the collective's size, as nccl-tests counts it
+};
+
+struct Segment {
+  std::vector<Kernel> kernels;
+  std::optional<CommStep> comm;
+  bool comm_overlaps = false;  // the collective runs beside the kernels (ring attention)
+};
+
+struct Pass {
+  std::vector<Segment> segments;
+  double flops() const;
+};
+
+struct LayerProgram {
+  std::string name;             // "embedding", "block", "head", "conv1", ...
+  Pass forward;
+  Pass backward;
+  Pass recompute;               // run before the backward pass (empty without recomputation)
+  std::int64_t params = 0;      // parameters this rank holds for the layer (dense part)
+  std::int64_t expert_params = 0;  // MoE experts' parameters (reduced over the expert-DP group)
+  bool embedding_tied = false;  // head or embedding of a model with tied embeddings
+};
+
+// Shapes that every layer program of one run shares.
+struct ProgramShape {
+  std::int64_t micro_batch = 1;
+  std::int64_t seq = 0;          // full sequence
+  int tp = 1, cp = 1, ep = 1;
+  bool sequence_parallel = false;
+  hw::DType precision = hw::DType::bf16;
+  Recompute recompute = Recompute::none;
+  Attention attention = Attention::flash;
+};
+
+// Checks the model against the layout (heads divisible by tp, and so on); errors name fields.
+Status validate_transformer(const TransformerSpec& m, const ProgramShape& s);
+
+LayerProgram transformer_embedding(const TransformerSpec& m, const ProgramShape& s);
+LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& s);
+LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& s);
+
+// A CNN as one layer program per weighted layer (data parallel only).
+std::vector<LayerProgram> cnn_program(const CnnSpec& m, const ProgramShape& s);
+
+// Model FLOPs of one sample (forward + backward, no recomputation), by the convention of
+// PaLM (Chowdhery et al. 2022, appendix B) and Megatron-LM (Narayanan et al. 2021): 6 FLOPs per
+// parameter used in a matrix multiply (embeddings excluded, the LM head included) per token, plus
+// 12 x layers x (heads x head_dim) x seq per token for attention. CNNs: 3 x 2 x MACs.
+double model_flops_per_sample(const ModelSpec& m, std::int64_t seq);
+
+}  // namespace dtsim::workloads

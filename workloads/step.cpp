@@ -1,0 +1,944 @@
+#include "workloads/step.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "workloads/program.hpp"
+#include "workloads/schedule.hpp"
+
+namespace dtsim::workloads {
+
+std::string_view to_string(TimeKind k) {
+  switch (k) {
+    case TimeKind::compute: return "compute";
+    case TimeKind::tp: return "tp_comm";
+    case TimeKind::cp: return "cp_comm";
+    case TimeKind::ep: return "ep_comm";
+    case TimeKind::pp: return "pp_comm";
+    case TimeKind::dp: return "dp_comm";
+    case TimeKind::optimizer: return "optimizer";
+    case TimeKind::bubble: return "bubble";
+    case TimeKind::count: break;
+  }
+  return "?";
+}
+
+namespace {
+
+using I = std::int64_t;
+
+// ---------------------------------------------------------------------------------------------
+// Programs: what one stage runs, flattened.
+
+enum class Op : unsigned char { compute, comm, recv_act, recv_grad, send_act, send_grad, grads_ready, end_backward };
+
+struct Instr {
+  Op op = Op::compute;
+  int a = 0;        // comm: index into the stage's comm steps; recv/send: micro-batch; grads_ready: layer slot
+  int b = 0;        // recv/send: virtual stage
+  Time duration;    // compute, or the compute that runs beside an overlapped collective
+  bool overlapped = false;
+};
+
+struct LayerSlot {
+  double params = 0;
+  double expert_params = 0;
+};
+
+struct StageProgram {
+  std::vector<Instr> instrs;
+  std::vector<CommStep> comms;        // blocking collectives used by `comm` instructions
+  std::vector<LayerSlot> grad_slots;  // layers in the order their gradients become final
+  double flops = 0;                   // hardware FLOPs of one replica-rank for the whole step
+  double dense_params = 0, expert_params = 0;
+  int layers = 0;
+  int in_flight = 0;
+  double activation_bytes = 0;
+  bool has_embedding = false, has_head = false;
+};
+
+// A pass, timed: its segments' kernels become compute instructions (consecutive ones merged).
+void append_pass(const Pass& pass, const ComputeModel& cm, StageProgram& sp) {
+  for (const Segment& seg : pass.segments) {
+    Time t = Time::zero();
+    for (const Kernel& k : seg.kernels) {
+      t += cm.kernel_time(k);
+      sp.flops += k.flops;
+    }
+    if (seg.comm && seg.comm_overlaps) {
+      sp.comms.push_back(*seg.comm);
+      sp.instrs.push_back(Instr{Op::comm, static_cast<int>(sp.comms.size() - 1), 0, t, true});
+      continue;
+    }
+    if (t > Time::zero()) {
+      if (!sp.instrs.empty() && sp.instrs.back().op == Op::compute) sp.instrs.back().duration += t;
+      else sp.instrs.push_back(Instr{Op::compute, 0, 0, t, false});
+    }
+    if (seg.comm) {
+      sp.comms.push_back(*seg.comm);
+      sp.instrs.push_back(Instr{Op::comm, static_cast<int>(sp.comms.size() - 1), 0, Time::zero(), false});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The simulation.
+
+struct Collective {
+  std::vector<std::shared_ptr<const comm::Plan>> plans;
+};
+
+struct Bucket {
+  double params = 0, expert_params = 0;
+};
+
+class Engine;
+
+struct Executor {
+  int stage = 0;
+  int replica = 0;  // data-parallel index
+  const StageProgram* prog = nullptr;
+  std::size_t pc = 0;
+  bool waiting = false;
+  TimeKind wait_kind = TimeKind::compute;
+  Time wait_start;
+  std::array<double, kTimeKinds> time{};
+  int background = 0;  // data-parallel collectives in flight (they slow compute down)
+  std::vector<char> act_ready, grad_ready;
+  Op wait_op = Op::compute;
+  int wait_mb = -1, wait_vs = -1;
+  // Data-parallel gradient stream.
+  std::deque<Bucket> dp_ready;    // buckets ready to reduce, in order
+  bool dp_busy = false;
+  int dp_issued = 0;              // collectives started (their sequence number names rendezvous)
+  std::vector<int> bucket_left;   // layers each bucket still waits for
+  std::vector<int> bucket_of_slot;
+  Bucket horovod_pending;         // Horovod: gradients waiting for the next fusion cycle
+  bool horovod_tick = false;
+  bool backward_done = false;
+  bool finished = false;
+  Time end;
+};
+
+class Engine {
+ public:
+  Engine(const hw::Topology& topo, const StepInputs& in, const Layout& lay, Simulator& sim, FlowNetwork& net)
+      : topo_(topo), in_(in), lay_(lay), sim_(sim), net_(net), router_(topo), planner_(topo, router_, in.comm) {}
+
+  Status build();
+  void run();
+  StepResult result();
+
+ private:
+  // Setup.
+  Status build_transformer(const TransformerSpec& m);
+  Status build_cnn(const CnnSpec& m);
+  void build_buckets();
+  // Collectives.
+  std::vector<std::vector<int>> groups(CommGroup g, int stage, int replica) const;
+  std::vector<std::vector<int>> dp_groups(int stage, bool experts) const;
+  bool keep_copy(const std::vector<int>& group, const std::vector<int>& representative_ranks) const;
+  const Collective& collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs);
+  const Collective& p2p(int from_stage, int to_stage, int replica, Bytes bytes);
+  void launch(const Collective& c, std::function<void()> done);
+  // Execution.
+  void advance(Executor& e);
+  void block(Executor& e, TimeKind k);
+  void resume(Executor& e);
+  void deliver(Executor& target, Op kind, int mb, int vs);
+  void grads_ready(Executor& e, int slot);
+  void pump_dp(Executor& e);
+  void horovod_cycle(Executor& e);
+  void finish_backward(Executor& e);
+  void maybe_end_dp(Executor& e);
+  void tie_embeddings(Executor& e);
+  void optimizer_step(Executor& e);
+  void gather_params(Executor& e);
+  // Runs `start` once `parties` executors have joined under `key`; `start` receives a callback
+  // that runs every participant's continuation.
+  void join(const std::string& key, int parties, std::function<void()> cont, std::function<void(std::function<void()>)> start);
+  void account(Executor& e) {
+    e.time[static_cast<std::size_t>(e.wait_kind)] += (sim_.now() - e.wait_start).seconds();
+    e.waiting = false;
+  }
+  Executor& exec(int stage, int replica) { return execs_[static_cast<std::size_t>(stage * replicas_ + replica)]; }
+  int stage_of_vs(int vs) const { return vs % lay_.pp(); }
+
+  const hw::Topology& topo_;
+  const StepInputs& in_;
+  const Layout& lay_;
+  Simulator& sim_;
+  FlowNetwork& net_;
+  hw::Router router_;
+  comm::Planner planner_;
+  int vstages_ = 1;           // p * v
+  int micro_ = 1;
+  int replicas_ = 1;          // data-parallel replicas simulated per stage
+  std::vector<StageProgram> programs_;
+  std::vector<Executor> execs_;
+  std::vector<std::vector<Bucket>> buckets_;  // per stage
+  std::vector<std::vector<int>> slot_bucket_; // per stage: bucket of each gradient slot
+  std::map<std::string, std::unique_ptr<Collective>> cache_;
+  std::map<std::string, std::vector<std::function<void()>>> rendezvous_;
+  Bytes bucket_bytes_;
+  double act_msg_bytes_ = 0;   // pipeline message per rank pair
+  std::uint64_t collectives_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+Status Engine::build() {
+  const ParallelSpec& par = in_.parallel;
+  const TrainingSpec& tr = in_.training;
+  const int p = lay_.pp();
+  const int v = par.schedule == PipelineSchedule::interleaved_1f1b ? par.virtual_stages : 1;
+  if (par.schedule != PipelineSchedule::interleaved_1f1b && par.virtual_stages != 1) {
+    return Error("virtual_stages > 1 needs schedule: interleaved-1f1b", "parallel.virtual_stages");
+  }
+  vstages_ = p * v;
+  if (tr.micro_batch < 1) return Error("must be at least 1", "training.micro_batch");
+  if (tr.global_batch < 1) return Error("must be at least 1", "training.global_batch");
+  const I per_step = tr.micro_batch * lay_.dp();
+  if (tr.global_batch % per_step != 0) {
+    return Error(fmt::format("global_batch ({}) must be a multiple of micro_batch x dp = {} x {} = {}", tr.global_batch, tr.micro_batch,
+                             lay_.dp(), per_step),
+                 "training.global_batch");
+  }
+  micro_ = static_cast<int>(tr.global_batch / per_step);
+  if (par.zero < 0 || par.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", par.zero), "parallel.zero");
+  if (!in_.symmetric && lay_.ep() > 1) return Error("symmetric: false is not supported with expert parallelism", "symmetric");
+  replicas_ = in_.symmetric ? 1 : lay_.dp();
+  // Gradient buckets: PyTorch DDP's 25 MB unless set; Megatron-Core's max(40M, 1M x dp) parameters
+  // for model-parallel layouts.
+  bucket_bytes_ = par.bucket;
+  programs_.assign(static_cast<std::size_t>(p), StageProgram{});
+  Status st = std::visit(
+      [&](const auto& m) -> Status {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, TransformerSpec>) return build_transformer(m);
+        else return build_cnn(m);
+      },
+      in_.model);
+  if (!st) return st;
+  build_buckets();
+  execs_.clear();
+  for (int s = 0; s < p; ++s) {
+    for (int r = 0; r < replicas_; ++r) {
+      Executor e;
+      e.stage = s;
+      e.replica = r;
+      e.prog = &programs_[static_cast<std::size_t>(s)];
+      e.act_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
+      e.grad_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
+      execs_.push_back(std::move(e));
+    }
+  }
+  for (Executor& e : execs_) {
+    e.bucket_of_slot = slot_bucket_[static_cast<std::size_t>(e.stage)];
+    e.bucket_left.assign(buckets_[static_cast<std::size_t>(e.stage)].size(), 0);
+    for (int b : e.bucket_of_slot) ++e.bucket_left[static_cast<std::size_t>(b)];
+  }
+  return {};
+}
+
+Status Engine::build_transformer(const TransformerSpec& m) {
+  const TrainingSpec& tr = in_.training;
+  const ParallelSpec& par = in_.parallel;
+  ProgramShape sh;
+  sh.micro_batch = tr.micro_batch;
+  sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
+  sh.tp = lay_.tp();
+  sh.cp = lay_.cp();
+  sh.ep = lay_.ep();
+  sh.sequence_parallel = par.sequence_parallel && lay_.tp() > 1;
+  sh.precision = tr.precision;
+  sh.recompute = tr.recompute;
+  sh.attention = tr.attention;
+  if (auto st = validate_transformer(m, sh); !st) return st;
+  const int p = lay_.pp();
+  if (m.layers < vstages_) {
+    return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, vstages_ / p), "parallel.pp");
+  }
+  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  if (!cm.supports(tr.precision)) {
+    return Error(fmt::format("{} has no {} support", cm.gpu().name, hw::to_string(tr.precision)), "training.precision");
+  }
+  const LayerProgram emb = transformer_embedding(m, sh);
+  const LayerProgram block = transformer_block(m, sh);
+  const LayerProgram head = transformer_head(m, sh);
+  // Layers of each virtual stage: as even as possible, the first ones taking the remainder.
+  std::vector<std::vector<const LayerProgram*>> vs_layers(static_cast<std::size_t>(vstages_));
+  const int base = static_cast<int>(m.layers) / vstages_, extra = static_cast<int>(m.layers) % vstages_;
+  for (int g = 0; g < vstages_; ++g) {
+    auto& L = vs_layers[static_cast<std::size_t>(g)];
+    if (g == 0) L.push_back(&emb);
+    for (int i = 0; i < base + (g < extra ? 1 : 0); ++i) L.push_back(&block);
+    if (g == vstages_ - 1) L.push_back(&head);
+  }
+  const int e_bytes = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
+  // Pipeline messages: each TP rank sends its 1/tp share of the [tokens, hidden] activation
+  // (sequence parallelism, or Megatron's scatter/gather of pipeline tensors).
+  act_msg_bytes_ = static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden * e_bytes) / lay_.tp();
+
+  ActivationShape as;
+  as.micro_batch = tr.micro_batch;
+  as.seq = sh.seq;
+  as.tp = sh.tp;
+  as.cp = sh.cp;
+  as.sequence_parallel = sh.sequence_parallel;
+  as.recompute = tr.recompute;
+  as.attention = tr.attention;
+  as.act_bytes = e_bytes;
+  as.dropout = m.bias;  // GPT/BERT-style models train with dropout; Llama-style ones do not
+  const double per_layer_act = layer_activation_bytes(m, as);
+  const int v = vstages_ / p;
+  for (int s = 0; s < p; ++s) {
+    auto ops = stage_schedule(in_.parallel.schedule, p, micro_, v, s);
+    if (!ops) return ops.error();
+    StageProgram& sp = programs_[static_cast<std::size_t>(s)];
+    // The last backward of each chunk makes its gradients final.
+    std::vector<std::size_t> last_b(static_cast<std::size_t>(v), 0);
+    for (std::size_t i = 0; i < ops->size(); ++i) {
+      if ((*ops)[i].kind == PipeOp::Kind::backward) last_b[static_cast<std::size_t>((*ops)[i].chunk)] = i;
+    }
+    for (std::size_t i = 0; i < ops->size(); ++i) {
+      const PipeOp& op = (*ops)[i];
+      const int g = virtual_stage(p, s, op.chunk);
+      const auto& L = vs_layers[static_cast<std::size_t>(g)];
+      if (op.kind == PipeOp::Kind::forward) {
+        if (g > 0) sp.instrs.push_back(Instr{Op::recv_act, op.microbatch, g, Time::zero(), false});
+        for (const LayerProgram* lp : L) append_pass(lp->forward, cm, sp);
+        if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::send_act, op.microbatch, g, Time::zero(), false});
+      } else {
+        if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::recv_grad, op.microbatch, g, Time::zero(), false});
+        for (auto it = L.rbegin(); it != L.rend(); ++it) {
+          append_pass((*it)->recompute, cm, sp);
+          append_pass((*it)->backward, cm, sp);
+          if (i == last_b[static_cast<std::size_t>(op.chunk)]) {
+            sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params)});
+            sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
+          }
+        }
+        if (g > 0) sp.instrs.push_back(Instr{Op::send_grad, op.microbatch, g, Time::zero(), false});
+      }
+    }
+    sp.instrs.push_back(Instr{Op::end_backward, 0, 0, Time::zero(), false});
+    for (int c = 0; c < v; ++c) {
+      for (const LayerProgram* lp : vs_layers[static_cast<std::size_t>(virtual_stage(p, s, c))]) {
+        sp.dense_params += static_cast<double>(lp->params);
+        sp.expert_params += static_cast<double>(lp->expert_params);
+        sp.layers += lp == &block ? 1 : 0;
+        sp.has_embedding = sp.has_embedding || lp == &emb;
+        sp.has_head = sp.has_head || lp == &head;
+      }
+    }
+    sp.in_flight = max_in_flight(*ops);
+    // Activations: the peak number of (micro-batch, chunk) pairs in flight, each holding a chunk's
+    // layers; the first stage also keeps embedding outputs, the last the fp32 logits of one
+    // micro-batch for the loss.
+    const double layers_per_chunk = static_cast<double>(sp.layers) / v;
+    sp.activation_bytes = sp.in_flight * layers_per_chunk * per_layer_act;
+    if (sp.has_embedding) sp.activation_bytes += sp.in_flight * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden * e_bytes);
+    if (sp.has_head) sp.activation_bytes += 4.0 * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp)) * static_cast<double>(m.vocab) / lay_.tp();
+  }
+  if (bucket_bytes_.count() <= 0) {
+    // Megatron-Core's default when layouts are model-parallel: max(40M, 1M x dp) parameters.
+    const double params = std::max(40e6, 1e6 * lay_.dp());
+    bucket_bytes_ = Bytes(static_cast<I>(params * hw::dtype_bytes(tr.grad_dtype)));
+  }
+  return {};
+}
+
+Status Engine::build_cnn(const CnnSpec& m) {
+  const TrainingSpec& tr = in_.training;
+  if (lay_.tp() != 1 || lay_.pp() != 1 || lay_.cp() != 1 || lay_.ep() != 1) {
+    return Error(fmt::format("model '{}' is a CNN: only data parallelism is modelled for CNNs (tp = pp = cp = ep = 1)", m.name), "parallel");
+  }
+  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  ProgramShape sh;
+  sh.micro_batch = tr.micro_batch;
+  sh.precision = tr.precision;
+  sh.recompute = tr.recompute;
+  const auto layers = cnn_program(m, sh);
+  StageProgram& sp = programs_[0];
+  for (int mb = 0; mb < micro_; ++mb) {
+    for (const auto& l : layers) append_pass(l.forward, cm, sp);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      append_pass(it->recompute, cm, sp);
+      append_pass(it->backward, cm, sp);
+      if (mb == micro_ - 1) {
+        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0});
+        sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
+      }
+    }
+  }
+  sp.instrs.push_back(Instr{Op::end_backward, 0, 0, Time::zero(), false});
+  for (const auto& l : layers) sp.dense_params += static_cast<double>(l.params);
+  sp.layers = static_cast<int>(layers.size());
+  sp.in_flight = 1;
+  // Every layer's input is kept for the backward pass.
+  const int e = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
+  for (const CnnLayer& l : m.layers) sp.activation_bytes += static_cast<double>(tr.micro_batch * l.in_channels * l.in_h * l.in_w * e);
+  return {};
+}
+
+// Buckets fill in the order gradients become final (reverse layer order, as PyTorch DDP and
+// Megatron-Core), each up to the bucket size; a layer larger than a bucket gets one of its own.
+void Engine::build_buckets() {
+  buckets_.assign(programs_.size(), {});
+  slot_bucket_.assign(programs_.size(), {});
+  const double gb = hw::dtype_bytes(in_.training.grad_dtype);
+  for (std::size_t s = 0; s < programs_.size(); ++s) {
+    auto& bs = buckets_[s];
+    double filled = 0;
+    for (const LayerSlot& slot : programs_[s].grad_slots) {
+      const double bytes = (slot.params + slot.expert_params) * gb;
+      if (bs.empty() || (filled > 0 && filled + bytes > bucket_bytes_.as_double())) {
+        bs.emplace_back();
+        filled = 0;
+      }
+      filled += bytes;
+      bs.back().params += slot.params;
+      bs.back().expert_params += slot.expert_params;
+      slot_bucket_[s].push_back(static_cast<int>(bs.size() - 1));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Groups and collectives
+
+bool Engine::keep_copy(const std::vector<int>& group, const std::vector<int>& rep) const {
+  // A copy that stays inside one node and shares no node with the simulated replica touches only
+  // links of its own node: by symmetry it is the simulated copy's twin and need not run.
+  std::set<int> nodes;
+  for (int r : group) nodes.insert(topo_.node_of(r));
+  if (nodes.size() > 1) return true;
+  for (int r : rep) {
+    if (nodes.count(topo_.node_of(r))) return true;
+  }
+  return false;
+}
+
+std::vector<std::vector<int>> Engine::groups(CommGroup g, int stage, int replica) const {
+  std::vector<std::vector<int>> mine, all;
+  std::vector<int> rep_ranks;
+  for (int d = 0; d < lay_.dp(); ++d) {
+    for (int t = 0; t < lay_.tp(); ++t) {
+      for (int c = 0; c < lay_.cp(); ++c) {
+        Coords x{t, c, d, stage};
+        std::vector<int> grp;
+        switch (g) {
+          case CommGroup::tp:
+            if (t != 0) continue;
+            grp = lay_.group(Dim::tp, x);
+            break;
+          case CommGroup::cp:
+            if (c != 0) continue;
+            grp = lay_.group(Dim::cp, x);
+            break;
+          case CommGroup::ep:
+            if (d % lay_.ep() != 0) continue;
+            grp = lay_.ep_group(x);
+            break;
+        }
+        if (d == replica || (g == CommGroup::ep && d / lay_.ep() == replica / lay_.ep())) {
+          mine.push_back(grp);
+          rep_ranks.insert(rep_ranks.end(), grp.begin(), grp.end());
+        } else {
+          all.push_back(grp);
+        }
+      }
+    }
+  }
+  if (!in_.symmetric) return mine;
+  for (auto& grp : all) {
+    if (keep_copy(grp, rep_ranks)) mine.push_back(std::move(grp));
+  }
+  return mine;
+}
+
+std::vector<std::vector<int>> Engine::dp_groups(int stage, bool experts) const {
+  std::vector<std::vector<int>> out;
+  for (int t = 0; t < lay_.tp(); ++t) {
+    for (int c = 0; c < lay_.cp(); ++c) {
+      if (!experts) {
+        out.push_back(lay_.group(Dim::dp, Coords{t, c, 0, stage}));
+      } else {
+        for (int d = 0; d < lay_.ep(); ++d) out.push_back(lay_.expert_dp_group(Coords{t, c, d, stage}));
+      }
+    }
+  }
+  return out;
+}
+
+const Collective& Engine::collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs) {
+  const std::string full = fmt::format("{}|{}|{}", key, static_cast<int>(op), bytes.count());
+  auto it = cache_.find(full);
+  if (it != cache_.end()) return *it->second;
+  auto c = std::make_unique<Collective>();
+  for (const auto& g : gs) {
+    if (g.size() < 2) continue;
+    comm::CollectiveRequest req;
+    req.op = op;
+    req.size = bytes;
+    req.ranks = g;
+    auto plan = planner_.plan(req);
+    DTSIM_ASSERT(plan.ok(), "a collective of a validated layout could not be planned");
+    c->plans.push_back(std::make_shared<const comm::Plan>(std::move(*plan)));
+  }
+  return *cache_.emplace(full, std::move(c)).first->second;
+}
+
+const Collective& Engine::p2p(int from_stage, int to_stage, int replica, Bytes bytes) {
+  const std::string key = fmt::format("p2p|{}|{}|{}|{}", from_stage, to_stage, replica, bytes.count());
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  // One flow per rank pair; every replica's pairs that cross nodes or share one with ours.
+  std::vector<std::pair<int, int>> mine, others;
+  std::vector<int> rep;
+  for (int d = 0; d < lay_.dp(); ++d) {
+    for (int t = 0; t < lay_.tp(); ++t) {
+      for (int c = 0; c < lay_.cp(); ++c) {
+        const int a = lay_.rank(Coords{t, c, d, from_stage}), b = lay_.rank(Coords{t, c, d, to_stage});
+        if (d == replica) {
+          mine.emplace_back(a, b);
+          rep.push_back(a);
+          rep.push_back(b);
+        } else if (in_.symmetric) {
+          others.emplace_back(a, b);
+        }
+      }
+    }
+  }
+  for (auto [a, b] : others) {
+    if (keep_copy({a, b}, rep)) mine.emplace_back(a, b);
+  }
+  auto plan = std::make_shared<comm::Plan>();
+  plan->op = CollOp::sendrecv;
+  comm::Phase ph;
+  const auto& lat = in_.comm.lat(comm::Algo::ring, comm::Protocol::simple);
+  for (auto [a, b] : mine) {
+    const hw::Path path = router_.route(a, b, static_cast<std::uint64_t>(a) * 7919 + static_cast<std::uint64_t>(b));
+    std::vector<LinkUse> uses;
+    for (LinkId l : path) uses.push_back(LinkUse{l, 1});
+    const bool cross = topo_.node_of(a) != topo_.node_of(b);
+    const Time latency = lat.base + lat.step[static_cast<std::size_t>(cross ? comm::Transport::net : comm::Transport::nvlink)] +
+                         in_.comm.call_overhead;
+    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), bytes, latency});
+  }
+  plan->phases.push_back(std::move(ph));
+  auto c = std::make_unique<Collective>();
+  c->plans.push_back(std::move(plan));
+  return *cache_.emplace(key, std::move(c)).first->second;
+}
+
+void Engine::launch(const Collective& c, std::function<void()> done) {
+  if (c.plans.empty()) {
+    sim_.schedule_in(Time::zero(), std::move(done));
+    return;
+  }
+  ++collectives_;
+  auto left = std::make_shared<std::size_t>(c.plans.size());
+  auto cb = std::make_shared<std::function<void()>>(std::move(done));
+  for (const auto& plan : c.plans) {
+    comm::execute(net_, plan, [left, cb] {
+      if (--*left == 0) (*cb)();
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution
+
+void Engine::block(Executor& e, TimeKind k) {
+  e.waiting = true;
+  e.wait_kind = k;
+  e.wait_start = sim_.now();
+}
+
+void Engine::resume(Executor& e) {
+  e.time[static_cast<std::size_t>(e.wait_kind)] += (sim_.now() - e.wait_start).seconds();
+  e.waiting = false;
+  ++e.pc;
+  advance(e);
+}
+
+void Engine::advance(Executor& e) {
+  const StageProgram& sp = *e.prog;
+  while (e.pc < sp.instrs.size()) {
+    const Instr& in = sp.instrs[e.pc];
+    switch (in.op) {
+      case Op::compute: {
+        Time d = in.duration;
+        if (e.background > 0) d = Time::from_seconds(d.seconds() * (1.0 + in_.compute.comm_slowdown));
+        block(e, TimeKind::compute);
+        sim_.schedule_in(d, [this, &e] { resume(e); });
+        return;
+      }
+      case Op::comm: {
+        const CommStep& c = sp.comms[static_cast<std::size_t>(in.a)];
+        const TimeKind kind = c.group == CommGroup::tp ? TimeKind::tp : c.group == CommGroup::cp ? TimeKind::cp : TimeKind::ep;
+        const std::string key = fmt::format("{}|{}|{}", to_string(c.group), e.stage, e.replica);
+        const Collective& coll = collective(key, c.op, c.bytes, groups(c.group, e.stage, e.replica));
+        if (in.overlapped) {
+          // Compute and the collective run side by side; continue when both are done.
+          auto left = std::make_shared<int>(2);
+          auto both = [this, &e, left] {
+            if (--*left == 0) resume(e);
+          };
+          block(e, TimeKind::compute);
+          sim_.schedule_in(in.duration, both);
+          launch(coll, both);
+          // The compute part is booked as compute; the excess as exposed communication.
+          e.time[static_cast<std::size_t>(kind)] -= in.duration.seconds();
+          e.time[static_cast<std::size_t>(TimeKind::compute)] += in.duration.seconds();
+          e.wait_kind = kind;
+          return;
+        }
+        block(e, kind);
+        launch(coll, [this, &e] { resume(e); });
+        return;
+      }
+      case Op::recv_act:
+      case Op::recv_grad: {
+        const auto idx = static_cast<std::size_t>(in.a * vstages_ + in.b);
+        auto& ready = in.op == Op::recv_act ? e.act_ready : e.grad_ready;
+        if (!ready[idx]) {
+          block(e, TimeKind::bubble);
+          e.wait_op = in.op;
+          e.wait_mb = in.a;
+          e.wait_vs = in.b;
+          return;
+        }
+        break;
+      }
+      case Op::send_act:
+      case Op::send_grad: {
+        const bool fwd = in.op == Op::send_act;
+        const int to_vs = fwd ? in.b + 1 : in.b - 1;
+        const int to_stage = stage_of_vs(to_vs);
+        Executor& target = exec(to_stage, e.replica);
+        const Collective& c = p2p(e.stage, to_stage, e.replica, Bytes(static_cast<I>(act_msg_bytes_)));
+        const int mb = in.a;
+        launch(c, [this, &target, fwd, mb, to_vs] { deliver(target, fwd ? Op::recv_act : Op::recv_grad, mb, to_vs); });
+        break;
+      }
+      case Op::grads_ready:
+        grads_ready(e, in.a);
+        break;
+      case Op::end_backward:
+        ++e.pc;
+        finish_backward(e);
+        return;
+    }
+    ++e.pc;
+  }
+}
+
+void Engine::deliver(Executor& t, Op kind, int mb, int vs) {
+  const auto idx = static_cast<std::size_t>(mb * vstages_ + vs);
+  (kind == Op::recv_act ? t.act_ready : t.grad_ready)[idx] = 1;
+  if (t.waiting && t.wait_op == kind && t.wait_mb == mb && t.wait_vs == vs) {
+    t.wait_op = Op::compute;
+    resume(t);
+  }
+}
+
+void Engine::join(const std::string& key, int parties, std::function<void()> cont,
+                  std::function<void(std::function<void()>)> start) {
+  auto& waiting = rendezvous_[key];
+  waiting.push_back(std::move(cont));
+  if (static_cast<int>(waiting.size()) < parties) return;
+  auto conts = std::make_shared<std::vector<std::function<void()>>>(std::move(waiting));
+  rendezvous_.erase(key);
+  start([conts] {
+    for (auto& c : *conts) c();
+  });
+}
+
+void Engine::grads_ready(Executor& e, int slot) {
+  const int b = e.bucket_of_slot[static_cast<std::size_t>(slot)];
+  if (--e.bucket_left[static_cast<std::size_t>(b)] > 0) return;
+  const Bucket& bk = buckets_[static_cast<std::size_t>(e.stage)][static_cast<std::size_t>(b)];
+  switch (in_.parallel.dp_impl) {
+    case DpImpl::ddp:
+      e.dp_ready.push_back(bk);
+      pump_dp(e);
+      break;
+    case DpImpl::no_overlap:
+      e.dp_ready.push_back(bk);  // reduced once the backward pass is over (finish_backward)
+      break;
+    case DpImpl::horovod:
+      e.horovod_pending.params += bk.params;
+      e.horovod_pending.expert_params += bk.expert_params;
+      if (!e.horovod_tick) {
+        e.horovod_tick = true;
+        sim_.schedule_in(in_.parallel.fusion_cycle, [this, &e] { horovod_cycle(e); });
+      }
+      break;
+  }
+}
+
+// Reduces ready buckets one after another, as on one NCCL stream.
+void Engine::pump_dp(Executor& e) {
+  if (e.dp_busy) return;
+  if (in_.parallel.dp_impl == DpImpl::no_overlap && !e.backward_done) return;
+  if (e.dp_ready.empty()) {
+    maybe_end_dp(e);
+    return;
+  }
+  const Bucket bk = e.dp_ready.front();
+  e.dp_ready.pop_front();
+  if (lay_.dp() < 2) {
+    pump_dp(e);
+    return;
+  }
+  e.dp_busy = true;
+  ++e.background;
+  const int seq = e.dp_issued++;
+  auto finished = [this, &e] {
+    e.dp_busy = false;
+    --e.background;
+    pump_dp(e);
+  };
+  const int stage = e.stage;
+  join(fmt::format("dp|{}|{}", stage, seq), replicas_, finished, [this, stage, bk](std::function<void()> all_done) {
+    const CollOp op = in_.parallel.zero >= 1 ? CollOp::reducescatter : CollOp::allreduce;
+    const double gb = hw::dtype_bytes(in_.training.grad_dtype);
+    std::vector<const Collective*> cs;
+    if (bk.params > 0) {
+      cs.push_back(&collective(fmt::format("dp|{}", stage), op, Bytes(static_cast<I>(bk.params * gb)), dp_groups(stage, false)));
+    }
+    if (bk.expert_params > 0 && lay_.dp() / lay_.ep() > 1) {
+      cs.push_back(&collective(fmt::format("edp|{}", stage), op, Bytes(static_cast<I>(bk.expert_params * gb)), dp_groups(stage, true)));
+    }
+    if (cs.empty()) {
+      sim_.schedule_in(Time::zero(), all_done);
+      return;
+    }
+    auto left = std::make_shared<int>(static_cast<int>(cs.size()));
+    for (const Collective* c : cs) {
+      launch(*c, [left, all_done] {
+        if (--*left == 0) all_done();
+      });
+    }
+  });
+}
+
+void Engine::horovod_cycle(Executor& e) {
+  e.horovod_tick = false;
+  if (e.horovod_pending.params <= 0 && e.horovod_pending.expert_params <= 0) {
+    maybe_end_dp(e);
+    return;
+  }
+  if (!e.dp_busy) {
+    // Fuse what is ready, up to the fusion buffer, into one all-reduce.
+    const double cap = in_.parallel.fusion_buffer.as_double() / hw::dtype_bytes(in_.training.grad_dtype);
+    Bucket b;
+    b.params = std::min(e.horovod_pending.params, cap);
+    b.expert_params = std::min(e.horovod_pending.expert_params, std::max(0.0, cap - b.params));
+    e.horovod_pending.params -= b.params;
+    e.horovod_pending.expert_params -= b.expert_params;
+    e.dp_ready.push_back(b);
+    pump_dp(e);
+  }
+  if (e.horovod_pending.params > 0 || e.horovod_pending.expert_params > 0) {
+    e.horovod_tick = true;
+    sim_.schedule_in(in_.parallel.fusion_cycle, [this, &e] { horovod_cycle(e); });
+  }
+}
+
+void Engine::finish_backward(Executor& e) {
+  e.backward_done = true;
+  block(e, TimeKind::dp);
+  pump_dp(e);
+}
+
+// The step's gradient reduction is over when the backward pass is done and nothing is queued,
+// running or waiting for a fusion cycle.
+void Engine::maybe_end_dp(Executor& e) {
+  if (e.finished || !e.backward_done || e.dp_busy || !e.dp_ready.empty() || e.horovod_tick ||
+      e.horovod_pending.params > 0 || e.horovod_pending.expert_params > 0) {
+    return;
+  }
+  e.finished = true;
+  tie_embeddings(e);
+}
+
+void Engine::tie_embeddings(Executor& e) {
+  const StageProgram& sp = *e.prog;
+  const auto* tm = std::get_if<TransformerSpec>(&in_.model);
+  const bool tied = tm && tm->tied_embeddings && lay_.pp() > 1 && (sp.has_embedding != sp.has_head);
+  if (!tied) {
+    account(e);
+    optimizer_step(e);
+    return;
+  }
+  // The first and last stages sum the gradients of the embedding they share (still waiting as
+  // data-parallel time).
+  const int replica = e.replica;
+  join(fmt::format("tie|{}", replica), 2, [this, &e] {
+    account(e);
+    optimizer_step(e);
+  }, [this, tm, replica](std::function<void()> all_done) {
+    std::vector<std::vector<int>> gs;
+    for (int t = 0; t < lay_.tp(); ++t) {
+      for (int c = 0; c < lay_.cp(); ++c) {
+        for (int d = 0; d < lay_.dp(); ++d) {
+          if (!in_.symmetric && d != replica) continue;
+          gs.push_back({lay_.rank(Coords{t, c, d, 0}), lay_.rank(Coords{t, c, d, lay_.pp() - 1})});
+        }
+      }
+    }
+    const double bytes = static_cast<double>(tm->vocab * tm->hidden) / lay_.tp() * hw::dtype_bytes(in_.training.grad_dtype);
+    launch(collective(fmt::format("tie|{}", replica), CollOp::allreduce, Bytes(static_cast<I>(bytes)), gs), all_done);
+  });
+}
+
+void Engine::optimizer_step(Executor& e) {
+  // One fused, memory-bound update over this rank's (sharded) parameters: Adam reads and writes
+  // the fp32 master weight and both moments, reads the gradient, writes the low-precision copy.
+  const TrainingSpec& tr = in_.training;
+  const bool mixed = tr.precision != hw::DType::fp32 && tr.precision != hw::DType::tf32;
+  const double per_param = (tr.optimizer == Optimizer::adam ? 24.0 : 16.0) + (mixed ? 2.0 : 0.0) + hw::dtype_bytes(tr.grad_dtype);
+  const double shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.dp()) : 1.0;
+  const double expert_shard = in_.parallel.zero >= 1 ? std::max(1.0, shard / lay_.ep()) : 1.0;
+  const double params = e.prog->dense_params / shard + e.prog->expert_params / expert_shard;
+  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  block(e, TimeKind::optimizer);
+  sim_.schedule_in(cm.kernel_time(memory_op("optimizer", params * per_param)), [this, &e] {
+    account(e);
+    gather_params(e);
+  });
+}
+
+void Engine::gather_params(Executor& e) {
+  if (in_.parallel.zero < 1 || lay_.dp() < 2) {
+    e.end = sim_.now();
+    return;
+  }
+  // ZeRO / the distributed optimizer: gather the updated shards back into full parameters.
+  const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
+  const double bytes = e.prog->dense_params * (mixed ? 2.0 : 4.0);
+  block(e, TimeKind::dp);
+  const int stage = e.stage;
+  join(fmt::format("gather|{}", stage), replicas_, [this, &e] {
+    account(e);
+    e.end = sim_.now();
+  }, [this, stage, bytes](std::function<void()> all_done) {
+    launch(collective(fmt::format("dp|{}", stage), CollOp::allgather, Bytes(static_cast<I>(bytes)), dp_groups(stage, false)), all_done);
+  });
+}
+
+void Engine::run() {
+  for (Executor& e : execs_) sim_.schedule_in(Time::zero(), [this, &e] { advance(e); });
+  sim_.run();
+  for (const Executor& e : execs_) {
+    DTSIM_ASSERT(e.finished && !e.waiting, "a pipeline stage never finished its step (the schedule deadlocked)");
+  }
+}
+
+StepResult Engine::result() {
+  StepResult r;
+  r.layout = lay_.describe();
+  r.gpus = lay_.gpus();
+  r.micro_batches = micro_;
+  r.params = static_cast<double>(parameter_count(in_.model));
+  const auto* tm = std::get_if<TransformerSpec>(&in_.model);
+  r.active_params = tm ? static_cast<double>(active_parameter_count(*tm)) : r.params;
+  r.seq = tm ? (in_.training.seq_len > 0 ? in_.training.seq_len : tm->max_seq) : 0;
+  const Executor* critical = &execs_.front();
+  for (const Executor& e : execs_) {
+    if (e.end > critical->end) critical = &e;
+  }
+  r.step_time_s = critical->end.seconds();
+  r.breakdown_s = critical->time;
+  const TrainingSpec& tr = in_.training;
+  const double gbatch = static_cast<double>(tr.global_batch);
+  r.samples_per_s = gbatch / r.step_time_s;
+  r.tokens_per_s = tm ? gbatch * static_cast<double>(r.seq) / r.step_time_s : 0.0;
+  r.model_flops_per_step = model_flops_per_sample(in_.model, r.seq) * gbatch;
+  double hw_flops = 0;
+  for (const StageProgram& sp : programs_) hw_flops += sp.flops;
+  r.hardware_flops_per_step = hw_flops * lay_.tp() * lay_.cp() * lay_.dp();
+  const hw::GpuSpec& gpu = topo_.node_template(0).spec().gpu;
+  const auto pk = gpu.peak.find(tr.precision);
+  r.peak_flops_per_gpu = pk != gpu.peak.end() ? pk->second.flops_per_s() : 0.0;
+  r.tflops_per_gpu = r.model_flops_per_step / r.step_time_s / r.gpus * 1e-12;
+  if (r.peak_flops_per_gpu > 0) {
+    r.mfu = r.model_flops_per_step / (r.step_time_s * r.gpus * r.peak_flops_per_gpu);
+    r.hfu = r.hardware_flops_per_step / (r.step_time_s * r.gpus * r.peak_flops_per_gpu);
+  }
+  double busy = 0;
+  for (double t : critical->time) busy += t;
+  r.idle_s = std::max(0.0, r.step_time_s - busy);
+  for (int s = 0; s < lay_.pp(); ++s) {
+    const Executor& e = exec(s, 0);
+    const StageProgram& sp = programs_[static_cast<std::size_t>(s)];
+    StageReport st;
+    st.stage = s;
+    st.layers = sp.layers;
+    st.end_s = e.end.seconds();
+    st.time_s = e.time;
+    double b = 0;
+    for (double t : e.time) b += t;
+    st.idle_s = std::max(0.0, r.step_time_s - b);
+    st.in_flight = sp.in_flight;
+    StageMemoryInput mi;
+    mi.stage = s;
+    mi.dense_params = sp.dense_params;
+    mi.expert_params = sp.expert_params;
+    mi.dp = lay_.dp();
+    mi.expert_dp = std::max(1, lay_.dp() / lay_.ep());
+    mi.activations = sp.activation_bytes;
+    if (in_.parallel.zero >= 3) mi.gathered_params = 2.0 * sp.dense_params / std::max(1, sp.layers);
+    const int rank = lay_.rank(Coords{0, 0, 0, s});
+    const Bytes capacity = topo_.node_template(topo_.node_of(rank)).spec().gpu.memory;
+    st.memory = stage_memory(mi, tr, in_.parallel.zero, in_.memory, capacity);
+    if (st.memory.total > r.peak_memory.total) r.peak_memory = st.memory;
+    if (!st.memory.fits && r.fits) {
+      r.fits = false;
+      r.memory_note = fmt::format("out of memory: rank {} (pipeline stage {}) needs {:.1f} GiB but its GPU has {:.1f} GiB", rank, s,
+                                  st.memory.total / 1073741824.0, st.memory.capacity / 1073741824.0);
+    }
+    r.stages.push_back(st);
+  }
+  r.symmetric = in_.symmetric;
+  const int tpcp = lay_.tp() * lay_.cp();
+  if (in_.symmetric && (lay_.dp() > 1 || tpcp > 1)) {
+    r.symmetry_note = fmt::format(
+        "symmetric ranks simulated once: per pipeline stage 1 of {} data-parallel replicas and 1 of {} tensor/context-parallel "
+        "ranks run compute; all communication that crosses a node or shares one with them is on the network",
+        lay_.dp(), tpcp);
+  } else if (tpcp > 1) {
+    r.symmetry_note = fmt::format("every data-parallel replica simulated; the {} tensor/context-parallel ranks of a replica run identical programs and are simulated once", tpcp);
+  }
+  r.events = sim_.events_executed();
+  r.collectives = collectives_;
+  return r;
+}
+
+}  // namespace
+
+Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in) {
+  auto lay = Layout::make(in.parallel, topo.gpus());
+  if (!lay) return lay.error();
+  auto model = make_sharing_model(in.sharing);
+  if (!model) return Error(fmt::format("unknown sharing model '{}' (max-min, constant)", in.sharing), "sharing");
+  Simulator sim;
+  FlowNetwork net(sim, std::move(model));
+  topo.install(net);
+  Engine engine(topo, in, *lay, sim, net);
+  if (auto st = engine.build(); !st) return st.error();
+  engine.run();
+  return engine.result();
+}
+
+}  // namespace dtsim::workloads

@@ -1,0 +1,84 @@
+// One training step on the whole cluster: every pipeline stage runs its schedule of forward and
+// backward passes (compute kernels on the compute stream, tensor/context/expert-parallel
+// collectives, pipeline sends and receives), data-parallel gradient reduction overlaps the
+// backward pass on a communication stream, then the optimizer steps. All communication shares
+// the flow-level network, so contention between groups shows.
+//
+// Symmetry: tensor-parallel ranks run identical programs and are simulated once. By default one
+// data-parallel replica per stage is simulated too; every collective copy of the other replicas
+// that crosses a node boundary or shares a node with the simulated replica is still put on the
+// network, so the simulated replica sees the same contention as all of them (the output says
+// so). `symmetric: false` simulates every data-parallel replica.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "comm/collective.hpp"
+#include "hw/topology.hpp"
+#include "workloads/compute.hpp"
+#include "workloads/layout.hpp"
+#include "workloads/memory.hpp"
+#include "workloads/model.hpp"
+#include "workloads/training.hpp"
+
+namespace dtsim::workloads {
+
+struct StepInputs {
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelSpec parallel;
+  ComputeParams compute;
+  comm::CommParams comm = comm::CommParams::nccl_defaults();
+  MemoryParams memory;
+  std::string sharing = "max-min";
+  bool symmetric = true;
+};
+
+// Where a stage's time went. Exposed communication is time the compute stream waited for it.
+enum class TimeKind { compute, tp, cp, ep, pp, dp, optimizer, bubble, count };
+inline constexpr int kTimeKinds = static_cast<int>(TimeKind::count);
+std::string_view to_string(TimeKind k);
+
+struct StageReport {
+  int stage = 0;
+  int layers = 0;
+  double end_s = 0;                              // when the stage's step ended
+  std::array<double, kTimeKinds> time_s{};       // compute, exposed comm by kind, bubble
+  double idle_s = 0;                             // until the slowest stage ended
+  int in_flight = 0;                             // micro-batch activations held at the peak
+  MemoryBreakdown memory;
+};
+
+struct StepResult {
+  std::string layout;                 // "tp 8 x pp 16 x cp 1 x dp 8, order tp-cp-dp-pp"
+  int gpus = 0;
+  int micro_batches = 0;              // per pipeline per step (gradient accumulation)
+  std::int64_t seq = 0;
+  double params = 0;                  // total parameters of the model
+  double active_params = 0;           // used per token (MoE)
+  double step_time_s = 0;
+  double samples_per_s = 0;
+  double tokens_per_s = 0;            // 0 for CNNs
+  double model_flops_per_step = 0;    // by the convention of model_flops_per_sample
+  double hardware_flops_per_step = 0; // every kernel the GPUs run, recomputation included
+  double tflops_per_gpu = 0;          // model FLOPs per GPU per second, in TFLOP/s
+  double mfu = 0;                     // model FLOPs utilization of the dense peak
+  double hfu = 0;                     // hardware FLOPs utilization
+  double peak_flops_per_gpu = 0;
+  std::array<double, kTimeKinds> breakdown_s{};  // of the stage that ends last
+  double idle_s = 0;
+  std::vector<StageReport> stages;
+  MemoryBreakdown peak_memory;        // of the rank that needs the most
+  bool fits = true;
+  std::string memory_note;            // names the rank, need and capacity when it does not fit
+  bool symmetric = true;
+  std::string symmetry_note;
+  std::uint64_t events = 0;
+  std::uint64_t collectives = 0;
+};
+
+Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in);
+
+}  // namespace dtsim::workloads

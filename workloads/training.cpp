@@ -1,0 +1,47 @@
+#include "workloads/training.hpp"
+
+namespace dtsim::workloads {
+
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+std::string_view to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "sgd"; }
+std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "standard"; }
+std::string_view to_string(DpImpl d) {
+  switch (d) {
+    case DpImpl::ddp: return "ddp";
+    case DpImpl::horovod: return "horovod";
+    case DpImpl::no_overlap: return "no-overlap";
+  }
+  return "?";
+}
+
+std::optional<Recompute> parse_recompute(std::string_view s) {
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+    if (to_string(r) == s) return r;
+  }
+  return std::nullopt;
+}
+std::optional<Optimizer> parse_optimizer(std::string_view s) {
+  if (s == "adam" || s == "adamw") return Optimizer::adam;
+  if (s == "sgd" || s == "sgd-momentum") return Optimizer::sgd_momentum;
+  return std::nullopt;
+}
+std::optional<Attention> parse_attention(std::string_view s) {
+  if (s == "flash") return Attention::flash;
+  if (s == "standard") return Attention::standard;
+  return std::nullopt;
+}
+std::optional<DpImpl> parse_dp_impl(std::string_view s) {
+  for (DpImpl d : {DpImpl::ddp, DpImpl::horovod, DpImpl::no_overlap}) {
+    if (to_string(d) == s) return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dtsim::workloads
