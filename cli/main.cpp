@@ -6,6 +6,7 @@
 
 #include "cli/collective_command.hpp"
 #include "cli/errors.hpp"
+#include "cli/simulate_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dtsim: simulate distributed deep-learning training on GPU clusters"};
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "dtsim 0.1.0");
   int exit_code = dtsim::cli::kExitOk;
   dtsim::cli::add_collective_command(app, exit_code);
+  dtsim::cli::add_simulate_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -197,7 +197,7 @@ std::optional<MapReader> HardwareLoader::reference(MapReader& r, const std::stri
     r.error(key, fmt::format("expected a {} preset name, a file, or a mapping", kind));
     return std::nullopt;
   }
-  auto doc = resolve(kind + "s", n.Scalar(), r.location(key), r.field(key));
+  auto doc = resolve(kind + "s", resolve_path(n.Scalar(), r.file()), r.location(key), r.field(key));
   if (!doc) return std::nullopt;
   return MapReader(doc->first, r.field(key), doc->second, ctx_);
 }

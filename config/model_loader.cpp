@@ -430,7 +430,7 @@ std::optional<workloads::ModelSpec> load_model(MapReader& parent, const std::str
       const auto path = r.string("hf_config", true);
       r.finish();
       if (!path) return std::nullopt;
-      auto t = load_hf_config(*path, r.field("hf_config"), ctx);
+      auto t = load_hf_config(resolve_path(*path, r.file()), r.field("hf_config"), ctx);
       if (!t) return std::nullopt;
       return ModelSpec(std::move(*t));
     }
@@ -440,7 +440,7 @@ std::optional<workloads::ModelSpec> load_model(MapReader& parent, const std::str
     parent.error(key, "expected a model preset name, a model file, or a mapping");
     return std::nullopt;
   }
-  const std::string ref = n.Scalar();
+  const std::string ref = resolve_path(n.Scalar(), parent.file());
   if (looks_like_path(ref)) {
     auto doc = load_yaml_file(ref, ctx);
     if (!doc) return std::nullopt;

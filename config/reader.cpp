@@ -1,6 +1,7 @@
 #include "config/reader.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -48,6 +49,18 @@ Location SourceMap::find(const std::string& field) const {
 }
 
 void LoadContext::report(const Error& e) { diagnostics.error(sources.find(e.field), e.field, e.message); }
+
+std::string resolve_path(const std::string& ref, const std::string& from_file) {
+  namespace fs = std::filesystem;
+  const fs::path p(ref);
+  if (p.is_absolute() || from_file.empty()) return ref;
+  std::error_code ec;
+  const fs::path from(from_file);
+  if (!fs::is_regular_file(from, ec)) return ref;  // presets and command-line pseudo-files
+  const fs::path beside = from.parent_path() / p;
+  if (fs::exists(beside, ec)) return beside.lexically_normal().string();
+  return ref;
+}
 
 Location location_of(const YAML::Node& n, const std::string& file) {
   const YAML::Mark m = n.Mark();

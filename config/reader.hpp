@@ -119,4 +119,8 @@ class MapReader {
 
 Location location_of(const YAML::Node& n, const std::string& file);
 
+// A file named inside another file: relative to that file's folder when it exists there, else as
+// given (relative to the working directory).
+std::string resolve_path(const std::string& ref, const std::string& from_file);
+
 }  // namespace dtsim::config

@@ -133,7 +133,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (!cn.IsDefined() || cn.IsNull()) {
     root.error("cluster", "is required (a cluster or node preset, a file, or {node: ..., nodes: N, fabric: {...}})");
   } else if (cn.IsScalar()) {
-    if (auto c = load_cluster(ClusterRequest{cn.Scalar(), std::nullopt, std::nullopt}, ctx)) out.cluster = *c;
+    if (auto c = load_cluster(ClusterRequest{resolve_path(cn.Scalar(), path), std::nullopt, std::nullopt}, ctx)) out.cluster = *c;
   } else {
     MapReader cr(cn, "cluster", path, ctx);
     HardwareLoader hl(ctx);
@@ -201,6 +201,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       in.sharing = *v;
     }
     if (auto v = sr->boolean("symmetric")) in.symmetric = *v;
+    if (auto v = sr->boolean("free_communication")) in.free_communication = *v;
     if (auto params = sr->map("params")) {
       YAML::Node pn = sr->node("params");
       for (auto it = pn.begin(); it != pn.end(); ++it) {
@@ -251,7 +252,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   for (const auto& info : workloads::compute_param_table()) params["compute." + info.name] = info.get(in.compute);
   params["memory.reserved"] = to_string(in.memory.reserved);
   params["memory.fragmentation"] = fmt::format("{:.3g}", in.memory.fragmentation);
-  res["simulation"] = {{"sharing", in.sharing}, {"symmetric", in.symmetric}, {"params", params}};
+  res["simulation"] = {{"sharing", in.sharing}, {"symmetric", in.symmetric}, {"free_communication", in.free_communication}, {"params", params}};
   out.resolved = res;
   return out;
 }

@@ -36,7 +36,7 @@ using I = std::int64_t;
 // ---------------------------------------------------------------------------------------------
 // Programs: what one stage runs, flattened.
 
-enum class Op : unsigned char { compute, comm, recv_act, recv_grad, send_act, send_grad, grads_ready, end_backward };
+enum class Op : unsigned char { compute, comm, recv_act, recv_grad, send_act, send_grad, grads_ready, gather_wait, end_backward };
 
 struct Instr {
   Op op = Op::compute;
@@ -55,6 +55,7 @@ struct StageProgram {
   std::vector<Instr> instrs;
   std::vector<CommStep> comms;        // blocking collectives used by `comm` instructions
   std::vector<LayerSlot> grad_slots;  // layers in the order their gradients become final
+  std::vector<double> gathers;        // ZeRO-3: parameters gathered before each layer pass, in order
   double flops = 0;                   // hardware FLOPs of one replica-rank for the whole step
   double dense_params = 0, expert_params = 0;
   int layers = 0;
@@ -124,6 +125,12 @@ struct Executor {
   bool backward_done = false;
   bool finished = false;
   Time end;
+  // ZeRO-3 parameter gathers: issued one layer ahead on their own stream, waited for per layer.
+  std::vector<char> gathered;
+  bool gather_busy = false;
+  int gather_next = 0;     // next gather the stream starts (in order)
+  int gather_allowed = 0;  // prefetch limit: one layer ahead of the layer being computed
+  int waiting_gather = -1;
 };
 
 class Engine {
@@ -160,6 +167,9 @@ class Engine {
   void tie_embeddings(Executor& e);
   void optimizer_step(Executor& e);
   void gather_params(Executor& e);
+  void pump_gathers(Executor& e);
+  // Appends a layer's passes, preceded under ZeRO-3 by the wait for its gathered parameters.
+  void append_layer(std::initializer_list<const Pass*> passes, double params, const ComputeModel& cm, StageProgram& sp);
   // Runs `start` once `parties` executors have joined under `key`; `start` receives a callback
   // that runs every participant's continuation.
   void join(const std::string& key, int parties, std::function<void()> cont, std::function<void(std::function<void()>)> start);
@@ -235,6 +245,7 @@ Status Engine::build() {
       e.replica = r;
       e.prog = &programs_[static_cast<std::size_t>(s)];
       e.act_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
+      e.gathered.assign(programs_[static_cast<std::size_t>(s)].gathers.size(), 0);
       e.grad_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
       execs_.push_back(std::move(e));
     }
@@ -313,13 +324,12 @@ Status Engine::build_transformer(const TransformerSpec& m) {
       const auto& L = vs_layers[static_cast<std::size_t>(g)];
       if (op.kind == PipeOp::Kind::forward) {
         if (g > 0) sp.instrs.push_back(Instr{Op::recv_act, op.microbatch, g, Time::zero(), false});
-        for (const LayerProgram* lp : L) append_pass(lp->forward, cm, sp);
+        for (const LayerProgram* lp : L) append_layer({&lp->forward}, static_cast<double>(lp->params), cm, sp);
         if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::send_act, op.microbatch, g, Time::zero(), false});
       } else {
         if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::recv_grad, op.microbatch, g, Time::zero(), false});
         for (auto it = L.rbegin(); it != L.rend(); ++it) {
-          append_pass((*it)->recompute, cm, sp);
-          append_pass((*it)->backward, cm, sp);
+          append_layer({&(*it)->recompute, &(*it)->backward}, static_cast<double>((*it)->params), cm, sp);
           if (i == last_b[static_cast<std::size_t>(op.chunk)]) {
             sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params)});
             sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
@@ -368,10 +378,9 @@ Status Engine::build_cnn(const CnnSpec& m) {
   const auto layers = cnn_program(m, sh);
   StageProgram& sp = programs_[0];
   for (int mb = 0; mb < micro_; ++mb) {
-    for (const auto& l : layers) append_pass(l.forward, cm, sp);
+    for (const auto& l : layers) append_layer({&l.forward}, static_cast<double>(l.params), cm, sp);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      append_pass(it->recompute, cm, sp);
-      append_pass(it->backward, cm, sp);
+      append_layer({&it->recompute, &it->backward}, static_cast<double>(it->params), cm, sp);
       if (mb == micro_ - 1) {
         sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0});
         sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
@@ -540,7 +549,7 @@ const Collective& Engine::p2p(int from_stage, int to_stage, int replica, Bytes b
 }
 
 void Engine::launch(const Collective& c, std::function<void()> done) {
-  if (c.plans.empty()) {
+  if (c.plans.empty() || in_.free_communication) {
     sim_.schedule_in(Time::zero(), std::move(done));
     return;
   }
@@ -633,6 +642,15 @@ void Engine::advance(Executor& e) {
       case Op::grads_ready:
         grads_ready(e, in.a);
         break;
+      case Op::gather_wait:
+        e.gather_allowed = std::max(e.gather_allowed, in.a + 1);
+        pump_gathers(e);
+        if (!e.gathered[static_cast<std::size_t>(in.a)]) {
+          block(e, TimeKind::dp);
+          e.waiting_gather = in.a;
+          return;
+        }
+        break;
       case Op::end_backward:
         ++e.pc;
         finish_backward(e);
@@ -649,6 +667,39 @@ void Engine::deliver(Executor& t, Op kind, int mb, int vs) {
     t.wait_op = Op::compute;
     resume(t);
   }
+}
+
+void Engine::append_layer(std::initializer_list<const Pass*> passes, double params, const ComputeModel& cm, StageProgram& sp) {
+  if (in_.parallel.zero >= 3 && lay_.dp() > 1 && params > 0) {
+    sp.gathers.push_back(params);
+    sp.instrs.push_back(Instr{Op::gather_wait, static_cast<int>(sp.gathers.size() - 1), 0, Time::zero(), false});
+  }
+  for (const Pass* p : passes) append_pass(*p, cm, sp);
+}
+
+// ZeRO-3 / FSDP: gathers a layer's parameter shards before it runs, on a stream of its own, at
+// most one layer ahead of the layer being computed (FSDP's default forward/backward prefetch).
+void Engine::pump_gathers(Executor& e) {
+  const auto& gs = e.prog->gathers;
+  if (e.gather_busy || e.gather_next >= static_cast<int>(gs.size()) || e.gather_next > e.gather_allowed) return;
+  const int idx = e.gather_next++;
+  e.gather_busy = true;
+  ++e.background;
+  const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
+  const double bytes = gs[static_cast<std::size_t>(idx)] * (mixed ? 2.0 : 4.0);
+  const int stage = e.stage;
+  join(fmt::format("zg|{}|{}", stage, idx), replicas_, [this, &e, idx] {
+    e.gather_busy = false;
+    --e.background;
+    e.gathered[static_cast<std::size_t>(idx)] = 1;
+    if (e.waiting && e.waiting_gather == idx) {
+      e.waiting_gather = -1;
+      resume(e);
+    }
+    pump_gathers(e);
+  }, [this, stage, bytes](std::function<void()> all_done) {
+    launch(collective(fmt::format("dp|{}", stage), CollOp::allgather, Bytes(static_cast<I>(bytes)), dp_groups(stage, false)), all_done);
+  });
 }
 
 void Engine::join(const std::string& key, int parties, std::function<void()> cont,
@@ -820,7 +871,7 @@ void Engine::optimizer_step(Executor& e) {
 }
 
 void Engine::gather_params(Executor& e) {
-  if (in_.parallel.zero < 1 || lay_.dp() < 2) {
+  if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.dp() < 2) {
     e.end = sim_.now();
     return;
   }
@@ -838,7 +889,12 @@ void Engine::gather_params(Executor& e) {
 }
 
 void Engine::run() {
-  for (Executor& e : execs_) sim_.schedule_in(Time::zero(), [this, &e] { advance(e); });
+  for (Executor& e : execs_) {
+    sim_.schedule_in(Time::zero(), [this, &e] {
+      pump_gathers(e);
+      advance(e);
+    });
+  }
   sim_.run();
   for (const Executor& e : execs_) {
     DTSIM_ASSERT(e.finished && !e.waiting, "a pipeline stage never finished its step (the schedule deadlocked)");
@@ -913,10 +969,13 @@ StepResult Engine::result() {
   r.symmetric = in_.symmetric;
   const int tpcp = lay_.tp() * lay_.cp();
   if (in_.symmetric && (lay_.dp() > 1 || tpcp > 1)) {
+    std::string who;
+    if (lay_.dp() > 1) who = fmt::format("1 of {} data-parallel replicas", lay_.dp());
+    if (tpcp > 1) who += fmt::format("{}1 of {} tensor/context-parallel ranks", who.empty() ? "" : " and ", tpcp);
     r.symmetry_note = fmt::format(
-        "symmetric ranks simulated once: per pipeline stage 1 of {} data-parallel replicas and 1 of {} tensor/context-parallel "
-        "ranks run compute; all communication that crosses a node or shares one with them is on the network",
-        lay_.dp(), tpcp);
+        "symmetric ranks simulated once: per pipeline stage, {} run compute; all communication that crosses a node or shares one "
+        "with them is on the network",
+        who);
   } else if (tpcp > 1) {
     r.symmetry_note = fmt::format("every data-parallel replica simulated; the {} tensor/context-parallel ranks of a replica run identical programs and are simulated once", tpcp);
   }

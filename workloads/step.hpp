@@ -34,6 +34,7 @@ struct StepInputs {
   MemoryParams memory;
   std::string sharing = "max-min";
   bool symmetric = true;
+  bool free_communication = false;  // what-if: every collective and transfer takes no time
 };
 
 // Where a stage's time went. Exposed communication is time the compute stream waited for it.

@@ -1,0 +1,205 @@
+// The training-step simulation against closed forms: pipeline bubbles (Narayanan et al. 2021),
+// the exposed tail of DDP's last gradient bucket, the no-overlap baseline, and the symmetry claim.
+#include "workloads/step.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/hw/fixtures.hpp"
+#include "workloads/program.hpp"
+
+namespace dtsim::workloads {
+namespace {
+
+using hw::testing::cluster;
+using hw::testing::nvswitch_node;
+
+TransformerSpec small_gpt(std::int64_t layers, std::int64_t vocab, std::int64_t hidden = 1024) {
+  TransformerSpec m;
+  m.name = "small";
+  m.hidden = hidden;
+  m.layers = layers;
+  m.heads = hidden / 128;
+  m.kv_heads = hidden / 128;
+  m.head_dim = 128;
+  m.ffn = 4 * hidden;
+  m.vocab = vocab;
+  m.max_seq = 2048;
+  m.bias = false;
+  m.positions = Positions::rotary;
+  m.norm = Norm::rmsnorm;
+  m.tied_embeddings = true;
+  return m;
+}
+
+StepInputs inputs(const TransformerSpec& m, std::int64_t global_batch, std::int64_t micro_batch) {
+  StepInputs in;
+  in.model = m;
+  in.training.global_batch = global_batch;
+  in.training.micro_batch = micro_batch;
+  in.training.seq_len = 2048;
+  in.compute.kernel_overhead = Time::zero();
+  in.compute.comm_slowdown = 0;
+  return in;
+}
+
+hw::Topology node_with(int gpus) {
+  auto c = cluster(nvswitch_node(), 1, hw::FabricKind::single_switch);
+  c.groups[0].gpus_per_node = gpus;
+  return std::move(hw::Topology::build(c)).value();
+}
+
+// Time the pipeline is idle over its compute time: the step minus compute and the optimizer step
+// that follows the pipeline flush.
+double bubble_fraction(const StepResult& r) {
+  const double compute = r.breakdown_s[static_cast<std::size_t>(TimeKind::compute)];
+  const double optimizer = r.breakdown_s[static_cast<std::size_t>(TimeKind::optimizer)];
+  return (r.step_time_s - compute - optimizer) / compute;
+}
+
+TEST(PipelineBubble, OneFOneBAndGPipeLoseTheClosedFormFraction) {
+  // p = 4 stages of 2 layers, m = 8 micro-batches, communication free: the bubble over the ideal
+  // compute time is (p - 1) / m (Narayanan et al. 2021, section 2.2). The layers are large and the
+  // embedding and head small (vocabulary 8), so that the stages are equal to within 0.2%.
+  const hw::Topology topo = node_with(4);
+  for (PipelineSchedule s : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe}) {
+    StepInputs in = inputs(small_gpt(8, 8, 4096), 8, 1);
+    in.parallel.pp = 4;
+    in.parallel.schedule = s;
+    in.free_communication = true;
+    auto r = simulate_step(topo, in);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_NEAR(bubble_fraction(*r), 3.0 / 8.0, 0.005) << to_string(s);
+  }
+}
+
+TEST(PipelineBubble, InterleavingDividesItByTheVirtualStages) {
+  // (p - 1) / (v m) with v = 2 model chunks per stage.
+  const hw::Topology topo = node_with(4);
+  StepInputs in = inputs(small_gpt(16, 8, 4096), 8, 1);
+  in.parallel.pp = 4;
+  in.parallel.schedule = PipelineSchedule::interleaved_1f1b;
+  in.parallel.virtual_stages = 2;
+  in.free_communication = true;
+  auto r = simulate_step(topo, in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_NEAR(bubble_fraction(*r), 3.0 / 16.0, 0.005);
+}
+
+// The closed-form time of one data-parallel all-reduce of `bytes` over the node's 8 GPUs.
+double allreduce_s(const hw::Topology& topo, const StepInputs& in, double bytes) {
+  hw::Router router(topo);
+  comm::Planner planner(topo, router, in.comm);
+  comm::CollectiveRequest req;
+  req.op = CollOp::allreduce;
+  req.size = Bytes(static_cast<std::int64_t>(bytes));
+  for (int i = 0; i < 8; ++i) req.ranks.push_back(i);
+  return planner.plan(req)->estimate.seconds();
+}
+
+struct DdpSetup {
+  hw::Topology topo = node_with(8);
+  TransformerSpec m = small_gpt(4, 8);
+  StepInputs in = inputs(m, 64, 8);  // dp 8, one micro-batch of 8 sequences per GPU
+  double block_params = 0, embedding_params = 0, head_params = 0;
+  DdpSetup() {
+    ProgramShape sh;
+    sh.micro_batch = 8;
+    sh.seq = 2048;
+    block_params = static_cast<double>(transformer_block(m, sh).params);
+    embedding_params = static_cast<double>(transformer_embedding(m, sh).params);
+    head_params = static_cast<double>(transformer_head(m, sh).params);
+    // Buckets of one block's fp32 gradients plus 0.1%: filled in backward order, they are
+    // {head, block 4}, {block 3}, {block 2}, {block 1, embedding} (the head and the 8-word
+    // embedding fit in the slack).
+    in.parallel.bucket = Bytes(static_cast<std::int64_t>(block_params * 4 * 1.001));
+  }
+};
+
+TEST(DataParallel, DdpExposesOnlyTheLastBucketsAllReduce) {
+  // All buckets but the last are reduced while backward still computes; the last is ready only
+  // when backward ends. The step is compute, then the last bucket's all-reduce, then the optimizer.
+  DdpSetup d;
+  auto r = simulate_step(d.topo, d.in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const double tail = allreduce_s(d.topo, d.in, (d.block_params + d.embedding_params) * 4);
+  EXPECT_NEAR(r->breakdown_s[static_cast<std::size_t>(TimeKind::dp)], tail, 0.01 * tail);
+  const double compute = r->breakdown_s[static_cast<std::size_t>(TimeKind::compute)];
+  const double optimizer = r->breakdown_s[static_cast<std::size_t>(TimeKind::optimizer)];
+  EXPECT_NEAR(r->step_time_s, compute + tail + optimizer, 1e-6 * r->step_time_s);
+}
+
+TEST(DataParallel, NoOverlapReducesEveryBucketAfterBackward) {
+  DdpSetup d;
+  d.in.parallel.dp_impl = DpImpl::no_overlap;
+  auto r = simulate_step(d.topo, d.in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const double expected = allreduce_s(d.topo, d.in, (d.head_params + d.block_params) * 4) +
+                          2 * allreduce_s(d.topo, d.in, d.block_params * 4) +
+                          allreduce_s(d.topo, d.in, (d.block_params + d.embedding_params) * 4);
+  EXPECT_NEAR(r->breakdown_s[static_cast<std::size_t>(TimeKind::dp)], expected, 0.01 * expected);
+}
+
+TEST(Symmetry, OneReplicaPerStageGivesTheSameStepAsAllReplicas) {
+  // 4 nodes of 8 GPUs on one switch (every replica sees identical links): tp 8 x pp 2 x dp 2.
+  const auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(), 4, hw::FabricKind::single_switch))).value();
+  StepInputs in = inputs(small_gpt(8, 32000), 32, 2);
+  in.parallel.tp = 8;
+  in.parallel.pp = 2;
+  in.compute.comm_slowdown = 0.1;
+  auto sym = simulate_step(topo, in);
+  in.symmetric = false;
+  auto all = simulate_step(topo, in);
+  ASSERT_TRUE(sym.ok() && all.ok());
+  EXPECT_NEAR(sym->step_time_s, all->step_time_s, 1e-9 * all->step_time_s);
+  EXPECT_NE(sym->symmetry_note.find("1 of 2 data-parallel replicas"), std::string::npos);
+  EXPECT_GT(all->events, sym->events);
+}
+
+TEST(Step, SameInputGivesIdenticalResults) {
+  DdpSetup d;
+  auto a = simulate_step(d.topo, d.in);
+  auto b = simulate_step(d.topo, d.in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->step_time_s, b->step_time_s);
+  EXPECT_EQ(a->breakdown_s, b->breakdown_s);
+  EXPECT_EQ(a->events, b->events);
+}
+
+TEST(Step, ImpossibleLayoutsAreClearErrors) {
+  const hw::Topology topo = node_with(8);
+  StepInputs in = inputs(small_gpt(8, 8), 64, 1);
+  in.parallel.tp = 3;
+  in.parallel.dp = 2;
+  auto r = simulate_step(topo, in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "parallel");
+  EXPECT_NE(r.error().message.find("= 6 but the cluster has 8 GPUs"), std::string::npos) << r.error().message;
+
+  in.parallel = ParallelSpec{};
+  in.training.global_batch = 12;  // dp 8 x micro-batch 1 does not divide 12
+  EXPECT_EQ(simulate_step(topo, in).error().field, "training.global_batch");
+
+  in.training.global_batch = 64;
+  in.parallel.pp = 8;
+  in.parallel.dp = 1;
+  in.model = small_gpt(4, 8);  // 4 layers cannot fill 8 stages
+  EXPECT_EQ(simulate_step(topo, in).error().field, "parallel.pp");
+}
+
+TEST(Step, OutOfMemoryIsReportedNotAnError) {
+  const hw::Topology topo = node_with(1);
+  TransformerSpec big = small_gpt(80, 32000);
+  big.hidden = 8192;
+  big.head_dim = 128;
+  big.heads = 64;
+  big.kv_heads = 64;
+  big.ffn = 28672;  // about 70 B parameters on one GPU
+  auto r = simulate_step(topo, inputs(big, 1, 1));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_FALSE(r->fits);
+  EXPECT_NE(r->memory_note.find("rank 0"), std::string::npos);
+  EXPECT_NE(r->memory_note.find("80.0 GiB"), std::string::npos) << r->memory_note;
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
