@@ -9,6 +9,7 @@
 
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
+#include "config/simulate_loader.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/simulator.hpp"
 
@@ -111,6 +112,28 @@ BENCHMARK(BM_RingAllReduce)
     ->Args({512, static_cast<int>(comm::Fidelity::per_edge)})
     ->Args({16, static_cast<int>(comm::Fidelity::per_step)})
     ->Unit(benchmark::kMillisecond);
+
+// One training step of a bundled example (topology build and simulation, config loading excluded).
+void BM_SimulateStep(benchmark::State& state, const char* example) {
+  config::LoadContext ctx;
+  auto cfg = config::load_simulate_config(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/" + example, {}, ctx);
+  if (!cfg) {
+    state.SkipWithError(ctx.diagnostics.to_string().c_str());
+    return;
+  }
+  double step = 0, events = 0;
+  for (auto _ : state) {
+    auto topo = hw::Topology::build(cfg->cluster);
+    auto r = workloads::simulate_step(*topo, cfg->inputs);
+    step = r->step_time_s;
+    events = static_cast<double>(r->events);
+  }
+  state.counters["simulated_step_s"] = step;
+  state.counters["events"] = events;
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+}
+BENCHMARK_CAPTURE(BM_SimulateStep, gpt3_175b_1024_gpus, "gpt3-175b-a100.yaml")->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_SimulateStep, llama3_405b_16384_gpus, "llama3-405b-16k.yaml")->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 
