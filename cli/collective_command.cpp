@@ -8,6 +8,7 @@
 #include "cli/errors.hpp"
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
+#include "config/profile.hpp"
 #include "hw/topology.hpp"
 #include "reports/collective_report.hpp"
 #include "reports/output.hpp"
@@ -33,6 +34,7 @@ struct Options {
   std::string sharing = "max-min";
   std::vector<std::string> sets;
   std::string json;
+  std::string hw_profile;
   bool list_params = false;
 };
 
@@ -102,11 +104,29 @@ int run(const Options& o) {
   }
 
   config::LoadContext ctx;
+  std::optional<config::HardwareProfile> profile;
+  if (!o.hw_profile.empty()) profile = config::load_profile(o.hw_profile, ctx);
   auto spec = config::load_cluster(config::ClusterRequest{o.cluster, o.nodes, o.gpus_per_node}, ctx);
   for (const auto& e : errors) print_error(e);
-  if (!spec) {
+  if (!spec || (!o.hw_profile.empty() && !profile)) {
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
+  }
+  if (profile) {
+    config::apply_profile(*profile, *spec);
+    // The profile first, then --set on top of it.
+    comm::CommParams calibrated = comm::CommParams::nccl_defaults();
+    if (auto st = config::apply_profile(*profile, calibrated); !st) {
+      print_error(st.error().message);
+      return kExitBadInput;
+    }
+    for (const auto& s : o.sets) {
+      const auto eq = s.find('=');
+      std::string key = s.substr(0, eq);
+      if (key.rfind("comm.", 0) == 0) key = key.substr(5);
+      (void)comm::set_comm_param(calibrated, key, s.substr(eq + 1));
+    }
+    params = calibrated;
   }
   auto topo = hw::Topology::build(*spec);
   if (!topo) {
@@ -156,6 +176,7 @@ int run(const Options& o) {
   nlohmann::json pj;
   for (const auto& info : comm::comm_param_table()) pj[info.name] = info.get(params);
   cfg["comm_params"] = pj;
+  cfg["hw_profile"] = profile ? nlohmann::json{{"path", profile->path}, {"description", profile->description}} : nlohmann::json(nullptr);
   report.config = cfg;
 
   for (std::int64_t size = min->count(); size <= max->count(); size *= o.factor) {
@@ -190,7 +211,8 @@ int run(const Options& o) {
     row.busbw_GBps = busbw_GBps(*op, gpus, bytes.as_double(), t.seconds());
     row.estimate_us = plan->estimate.microseconds();
     report.rows.push_back(row);
-    if (size == 0) break;
+    // Next size; stop before it passes --max (or would overflow).
+    if (size == 0 || size > max->count() / o.factor) break;
   }
 
   if (!o.json.empty()) {
@@ -224,6 +246,7 @@ void add_collective_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--sharing", o->sharing, "Bandwidth sharing: max-min, or constant (no contention)")->capture_default_str();
   cmd->add_option("--set", o->sets, "Override a model parameter, e.g. --set comm.ring.Simple.base_latency=5us");
   cmd->add_option("--json", o->json, "Also write {config, rows} as JSON to this file");
+  cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
   cmd->add_flag("--list-params", o->list_params, "List the communication-model parameters with defaults and sources");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

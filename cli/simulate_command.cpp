@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.hpp"
+#include "config/profile.hpp"
 #include "config/simulate_loader.hpp"
 #include "hw/topology.hpp"
 #include "reports/output.hpp"
@@ -20,6 +21,7 @@ struct Options {
   std::string config;
   std::vector<std::string> sets;
   std::string json;
+  std::string hw_profile;
   bool list_params = false;
 };
 
@@ -36,7 +38,15 @@ int run(const Options& o) {
     return kExitBadInput;
   }
   config::LoadContext ctx;
-  auto cfg = config::load_simulate_config(o.config, o.sets, ctx);
+  std::optional<config::HardwareProfile> profile;
+  if (!o.hw_profile.empty()) {
+    profile = config::load_profile(o.hw_profile, ctx);
+    if (!profile) {
+      print_diagnostics(ctx.diagnostics);
+      return kExitBadInput;
+    }
+  }
+  auto cfg = config::load_simulate_config(o.config, o.sets, ctx, std::nullopt, profile ? &*profile : nullptr);
   if (!cfg) {
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
@@ -85,6 +95,7 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("config", o->config, "Configuration YAML (cluster, model, training, parallel); see examples/");
   cmd->add_option("--set", o->sets, "Override any key, e.g. --set parallel.tp=4 --set model=llama3-8b");
   cmd->add_option("--json", o->json, "Also write {config, result} as JSON to this file");
+  cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
   cmd->add_flag("--list-params", o->list_params, "List the model parameters (communication, compute, memory) with defaults and sources");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

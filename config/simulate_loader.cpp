@@ -6,6 +6,7 @@
 
 #include "config/hardware.hpp"
 #include "config/model_loader.hpp"
+#include "config/profile.hpp"
 
 namespace dtsim::config {
 
@@ -34,33 +35,6 @@ std::optional<T> enum_field(MapReader& r, const std::string& key, T def, Parse p
   return *v;
 }
 
-Status set_memory_param(workloads::MemoryParams& m, std::string_view name, std::string_view value) {
-  if (name == "reserved") {
-    auto b = parse_bytes(value);
-    if (!b) return b.error();
-    m.reserved = *b;
-    return {};
-  }
-  if (name == "fragmentation") {
-    double x = -1;
-    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
-    if (ec != std::errc() || ptr != value.data() + value.size() || x < 0 || x > 1) return Error(fmt::format("'{}' is not a fraction in [0, 1]", value));
-    m.fragmentation = x;
-    return {};
-  }
-  return Error(fmt::format("unknown memory parameter '{}' (reserved, fragmentation)", name));
-}
-
-// "comm.ring.LL.base_latency", "compute.gemm.efficiency.bf16", "memory.reserved".
-Status set_param(workloads::StepInputs& in, const std::string& name, const std::string& value) {
-  const auto dot = name.find('.');
-  const std::string family = name.substr(0, dot), rest = dot == std::string::npos ? "" : name.substr(dot + 1);
-  if (family == "comm") return comm::set_comm_param(in.comm, rest, value);
-  if (family == "compute") return workloads::set_compute_param(in.compute, rest, value);
-  if (family == "memory") return set_memory_param(in.memory, rest, value);
-  return Error(fmt::format("unknown parameter '{}' (names start with comm., compute. or memory.; dtsim simulate --list-params)", name));
-}
-
 }  // namespace
 
 Status apply_set(YAML::Node& root, const std::string& assignment) {
@@ -77,10 +51,16 @@ Status apply_set(YAML::Node& root, const std::string& assignment) {
   // through them edits the tree.
   std::vector<std::string> parts;
   std::size_t start = 0;
+  // Parameter names contain dots themselves: everything after simulation.params. is one key.
+  const std::string params_prefix = "simulation.params.";
+  const std::size_t stop = key.rfind(params_prefix, 0) == 0 ? params_prefix.size() : std::string::npos;
   while (true) {
     const auto d = key.find('.', start);
-    parts.push_back(key.substr(start, d == std::string::npos ? std::string::npos : d - start));
-    if (d == std::string::npos) break;
+    if (d == std::string::npos || (stop != std::string::npos && start >= stop)) {
+      parts.push_back(key.substr(start));
+      break;
+    }
+    parts.push_back(key.substr(start, d - start));
     start = d + 1;
   }
   std::vector<YAML::Node> chain{root};
@@ -115,7 +95,7 @@ std::vector<std::array<std::string, 3>> simulate_param_list() {
 }
 
 std::optional<SimulateConfig> load_simulate_config(const std::string& path, const std::vector<std::string>& sets, LoadContext& ctx,
-                                                   const std::optional<std::string>& yaml_text) {
+                                                   const std::optional<std::string>& yaml_text, const HardwareProfile* profile) {
   auto doc = yaml_text ? parse_yaml(*yaml_text, path, ctx) : load_yaml_file(path, ctx);
   if (!doc) return std::nullopt;
   const std::size_t errors = ctx.diagnostics.size();
@@ -194,6 +174,11 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   }
   if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1) p.bucket = Bytes(25'000'000);  // PyTorch DDP
 
+  // A calibrated profile first; the file's own parameters and --set override it.
+  if (profile != nullptr) {
+    apply_profile(*profile, out.cluster);
+    if (auto st = apply_profile(*profile, in); !st) ctx.diagnostics.error(Location{profile->path, 0, 0}, st.error().field, st.error().message);
+  }
   // Simulation settings and parameter overrides.
   if (auto sr = root.map("simulation")) {
     if (auto v = sr->string("sharing")) {
@@ -211,7 +196,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
           params->error(name, "expected a single value");
           continue;
         }
-        if (auto st = set_param(in, name, it->second.Scalar()); !st) params->error(name, st.error().message);
+        if (auto st = set_model_param(in, name, it->second.Scalar()); !st) params->error(name, st.error().message);
       }
       params->finish();
     }
@@ -253,6 +238,15 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   params["memory.reserved"] = to_string(in.memory.reserved);
   params["memory.fragmentation"] = fmt::format("{:.3g}", in.memory.fragmentation);
   res["simulation"] = {{"sharing", in.sharing}, {"symmetric", in.symmetric}, {"free_communication", in.free_communication}, {"params", params}};
+  // Which parameters come from a calibrated profile (the rest are defaults or set by the file).
+  nlohmann::json calibrated = nlohmann::json::array();
+  if (profile != nullptr) {
+    for (const auto& [name, value] : profile->params) calibrated.push_back(name);
+    for (const auto& [name, o] : profile->links) calibrated.push_back("links." + name);
+    res["hw_profile"] = {{"path", profile->path}, {"description", profile->description}, {"calibrated", calibrated}};
+  } else {
+    res["hw_profile"] = nullptr;
+  }
   out.resolved = res;
   return out;
 }

@@ -23,8 +23,12 @@ struct SimulateConfig {
 // Reads `path` (or, when `yaml_text` is given, that text, reported as `path`), applies the
 // `--set key=value` overrides (dotted keys, e.g. parallel.tp=4) to the YAML tree first, and checks
 // everything. Problems go to ctx.diagnostics with file, line and field; nullopt if any.
+// A hardware profile (`profile`, may be null) is applied before the file's own
+// `simulation.params`, so that precedence is: defaults < profile < the file < --set.
+struct HardwareProfile;
 std::optional<SimulateConfig> load_simulate_config(const std::string& path, const std::vector<std::string>& sets, LoadContext& ctx,
-                                                   const std::optional<std::string>& yaml_text = std::nullopt);
+                                                   const std::optional<std::string>& yaml_text = std::nullopt,
+                                                   const HardwareProfile* profile = nullptr);
 
 // Applies `dotted.key=value` to a YAML tree (creating mappings as needed). The value is parsed as
 // YAML, so `parallel.tp=4`, `model=llama3-8b` and `cluster={node: dgx-h100, nodes: 2}` work.

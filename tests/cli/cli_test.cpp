@@ -141,6 +141,13 @@ TEST(Cli, AbsurdSizesAreRejected) {
   EXPECT_NE(r2.out.find("count must be positive"), std::string::npos) << r2.out;
 }
 
+TEST(Cli, HugeFactorsStopAtTheMaximum) {
+  const Result r = run("collective --cluster dgx-h100 --min 8 --max 8G -f 1073741824");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("     8589934592 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("             4 "), std::string::npos) << r.out;  // no wrapped-around sizes
+}
+
 TEST(Cli, ListParamsShowsSources) {
   const Result r = run("collective --list-params");
   ASSERT_EQ(r.code, 0);

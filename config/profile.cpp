@@ -1,0 +1,128 @@
+#include "config/profile.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace dtsim::config {
+
+namespace {
+
+Status set_memory_param(workloads::MemoryParams& m, std::string_view name, std::string_view value) {
+  if (name == "reserved") {
+    auto b = parse_bytes(value);
+    if (!b) return b.error();
+    m.reserved = *b;
+    return {};
+  }
+  if (name == "fragmentation") {
+    double x = -1;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+    if (ec != std::errc() || ptr != value.data() + value.size() || x < 0 || x > 1) {
+      return Error(fmt::format("'{}' is not a fraction in [0, 1]", value));
+    }
+    m.fragmentation = x;
+    return {};
+  }
+  return Error(fmt::format("unknown memory parameter '{}' (reserved, fragmentation)", name));
+}
+
+void override_link(const HardwareProfile& p, hw::LinkType& t) {
+  const auto it = p.links.find(t.name);
+  if (it == p.links.end()) return;
+  if (it->second.efficiency) t.efficiency = *it->second.efficiency;
+  if (it->second.latency) t.latency = *it->second.latency;
+}
+
+void override_link(const HardwareProfile& p, std::optional<hw::LinkType>& t) {
+  if (t) override_link(p, *t);
+}
+
+}  // namespace
+
+Status set_model_param(workloads::StepInputs& in, const std::string& name, const std::string& value) {
+  const auto dot = name.find('.');
+  const std::string family = name.substr(0, dot), rest = dot == std::string::npos ? "" : name.substr(dot + 1);
+  if (family == "comm") return comm::set_comm_param(in.comm, rest, value);
+  if (family == "compute") return workloads::set_compute_param(in.compute, rest, value);
+  if (family == "memory") return set_memory_param(in.memory, rest, value);
+  return Error(fmt::format("unknown parameter '{}' (names start with comm., compute. or memory.; dtsim simulate --list-params)", name));
+}
+
+std::optional<HardwareProfile> load_profile(const std::string& path, LoadContext& ctx) {
+  auto doc = load_yaml_file(path, ctx);
+  if (!doc) return std::nullopt;
+  const std::size_t errors = ctx.diagnostics.size();
+  HardwareProfile p;
+  p.path = path;
+  MapReader r(*doc, "", path, ctx);
+  if (auto v = r.integer("profile", true, 1, 1); !v) {
+    if (r.has("profile")) r.error("profile", "this dtsim reads profile format 1");
+  }
+  p.description = r.string("description").value_or("");
+  r.node("source");  // free-form, echoed
+  r.node("fit");
+  if (auto params = r.map("params")) {
+    YAML::Node pn = r.node("params");
+    workloads::StepInputs probe;  // every value is checked by setting it on a scratch copy
+    for (auto it = pn.begin(); it != pn.end(); ++it) {
+      const std::string name = it->first.as<std::string>("");
+      params->node(name);
+      if (!it->second.IsScalar()) {
+        params->error(name, "expected a single value");
+        continue;
+      }
+      if (auto st = set_model_param(probe, name, it->second.Scalar()); !st) {
+        params->error(name, st.error().message);
+        continue;
+      }
+      p.params[name] = it->second.Scalar();
+    }
+    params->finish();
+  }
+  if (auto links = r.map("links")) {
+    YAML::Node ln = r.node("links");
+    for (auto it = ln.begin(); it != ln.end(); ++it) {
+      const std::string name = it->first.as<std::string>("");
+      links->node(name);
+      MapReader lr(it->second, links->field(name), path, ctx);
+      LinkOverride o;
+      if (auto e = lr.number("efficiency", false, 1e-3, 1.0)) o.efficiency = *e;
+      if (auto t = lr.time("latency")) o.latency = *t;
+      lr.finish();
+      p.links[name] = o;
+    }
+    links->finish();
+  }
+  r.finish();
+  if (ctx.diagnostics.size() != errors) return std::nullopt;
+  return p;
+}
+
+Status apply_profile(const HardwareProfile& p, workloads::StepInputs& in) {
+  for (const auto& [name, value] : p.params) {
+    if (auto st = set_model_param(in, name, value); !st) return Error(fmt::format("{}: {}", p.path, st.error().message), name);
+  }
+  return {};
+}
+
+Status apply_profile(const HardwareProfile& p, comm::CommParams& comm) {
+  for (const auto& [name, value] : p.params) {
+    if (name.rfind("comm.", 0) != 0) continue;
+    if (auto st = comm::set_comm_param(comm, name.substr(5), value); !st) return Error(fmt::format("{}: {}", p.path, st.error().message), name);
+  }
+  return {};
+}
+
+void apply_profile(const HardwareProfile& p, hw::ClusterSpec& cluster) {
+  for (auto& g : cluster.groups) {
+    override_link(p, g.node.nvlink);
+    override_link(p, g.node.pcie);
+    override_link(p, g.node.nic);
+    override_link(p, g.node.cpu_link);
+  }
+  override_link(p, cluster.fabric.nic);
+  override_link(p, cluster.fabric.link);
+}
+
+}  // namespace dtsim::config
