@@ -5,6 +5,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <tuple>
 #include <set>
 
 #include <fmt/format.h>
@@ -44,6 +46,7 @@ struct Instr {
   int b = 0;        // recv/send: virtual stage
   Time duration;    // compute, or the compute that runs beside an overlapped collective
   bool overlapped = false;
+  int label = 0;    // index into StageProgram::labels (what a timeline calls it)
 };
 
 struct LayerSlot {
@@ -56,6 +59,8 @@ struct StageProgram {
   std::vector<CommStep> comms;        // blocking collectives used by `comm` instructions
   std::vector<LayerSlot> grad_slots;  // layers in the order their gradients become final
   std::vector<double> gathers;        // ZeRO-3: parameters gathered before each layer pass, in order
+  std::vector<std::string> labels{"step"};  // names of the pipeline ops, for timelines
+  int current_label = 0;
   double flops = 0;                   // hardware FLOPs of one replica-rank for the whole step
   double dense_params = 0, expert_params = 0;
   int layers = 0;
@@ -74,16 +79,19 @@ void append_pass(const Pass& pass, const ComputeModel& cm, StageProgram& sp) {
     }
     if (seg.comm && seg.comm_overlaps) {
       sp.comms.push_back(*seg.comm);
-      sp.instrs.push_back(Instr{Op::comm, static_cast<int>(sp.comms.size() - 1), 0, t, true});
+      sp.instrs.push_back(Instr{Op::comm, static_cast<int>(sp.comms.size() - 1), 0, t, true, sp.current_label});
       continue;
     }
     if (t > Time::zero()) {
-      if (!sp.instrs.empty() && sp.instrs.back().op == Op::compute) sp.instrs.back().duration += t;
-      else sp.instrs.push_back(Instr{Op::compute, 0, 0, t, false});
+      if (!sp.instrs.empty() && sp.instrs.back().op == Op::compute && sp.instrs.back().label == sp.current_label) {
+        sp.instrs.back().duration += t;
+      } else {
+        sp.instrs.push_back(Instr{Op::compute, 0, 0, t, false, sp.current_label});
+      }
     }
     if (seg.comm) {
       sp.comms.push_back(*seg.comm);
-      sp.instrs.push_back(Instr{Op::comm, static_cast<int>(sp.comms.size() - 1), 0, Time::zero(), false});
+      sp.instrs.push_back(Instr{Op::comm, static_cast<int>(sp.comms.size() - 1), 0, Time::zero(), false, sp.current_label});
     }
   }
 }
@@ -114,6 +122,7 @@ struct Executor {
   std::vector<char> act_ready, grad_ready;
   Op wait_op = Op::compute;
   int wait_mb = -1, wait_vs = -1;
+  bool record = false;   // this executor's events go into the timeline
   // Data-parallel gradient stream.
   std::deque<Bucket> dp_ready;    // buckets ready to reduce, in order
   bool dp_busy = false;
@@ -199,6 +208,14 @@ class Engine {
   Bytes bucket_bytes_;
   double act_msg_bytes_ = 0;   // pipeline message per rank pair
   std::uint64_t collectives_ = 0;
+  Timeline timeline_;
+  // Records [start, end) on one of the executor's tracks (end defaults to now).
+  void record(const Executor& e, TimelineEvent::Track track, Time start, std::string name, std::string detail = {},
+              std::optional<Time> end = std::nullopt) {
+    if (!e.record) return;
+    timeline_.events.push_back(
+        TimelineEvent{e.stage, e.replica, track, start, end.value_or(sim_.now()), std::move(name), std::move(detail)});
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -247,6 +264,8 @@ Status Engine::build() {
       e.act_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
       e.gathered.assign(programs_[static_cast<std::size_t>(s)].gathers.size(), 0);
       e.grad_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
+      e.record = in_.record_timeline && (in_.timeline_stages.empty() || std::find(in_.timeline_stages.begin(), in_.timeline_stages.end(), s) !=
+                                                                            in_.timeline_stages.end());
       execs_.push_back(std::move(e));
     }
   }
@@ -322,6 +341,9 @@ Status Engine::build_transformer(const TransformerSpec& m) {
       const PipeOp& op = (*ops)[i];
       const int g = virtual_stage(p, s, op.chunk);
       const auto& L = vs_layers[static_cast<std::size_t>(g)];
+      sp.labels.push_back(fmt::format("{} mb {}{}", op.kind == PipeOp::Kind::forward ? "forward" : "backward", op.microbatch,
+                                      v > 1 ? fmt::format(" chunk {}", op.chunk) : std::string()));
+      sp.current_label = static_cast<int>(sp.labels.size() - 1);
       if (op.kind == PipeOp::Kind::forward) {
         if (g > 0) sp.instrs.push_back(Instr{Op::recv_act, op.microbatch, g, Time::zero(), false});
         for (const LayerProgram* lp : L) append_layer({&lp->forward}, static_cast<double>(lp->params), cm, sp);
@@ -378,7 +400,11 @@ Status Engine::build_cnn(const CnnSpec& m) {
   const auto layers = cnn_program(m, sh);
   StageProgram& sp = programs_[0];
   for (int mb = 0; mb < micro_; ++mb) {
+    sp.labels.push_back(fmt::format("forward mb {}", mb));
+    sp.current_label = static_cast<int>(sp.labels.size() - 1);
     for (const auto& l : layers) append_layer({&l.forward}, static_cast<double>(l.params), cm, sp);
+    sp.labels.push_back(fmt::format("backward mb {}", mb));
+    sp.current_label = static_cast<int>(sp.labels.size() - 1);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       append_layer({&it->recompute, &it->backward}, static_cast<double>(it->params), cm, sp);
       if (mb == micro_ - 1) {
@@ -575,6 +601,17 @@ void Engine::block(Executor& e, TimeKind k) {
 void Engine::resume(Executor& e) {
   e.time[static_cast<std::size_t>(e.wait_kind)] += (sim_.now() - e.wait_start).seconds();
   e.waiting = false;
+  if (e.record && e.pc < e.prog->instrs.size()) {
+    const Instr& in = e.prog->instrs[e.pc];
+    const std::string& label = e.prog->labels[static_cast<std::size_t>(in.label)];
+    if (in.op == Op::compute) {
+      record(e, TimelineEvent::Track::compute, e.wait_start, label);
+    } else if (in.op == Op::comm && !in.overlapped) {
+      const CommStep& c = e.prog->comms[static_cast<std::size_t>(in.a)];
+      record(e, TimelineEvent::Track::comm, e.wait_start, fmt::format("{} {}", to_string(c.group), to_string(c.op)),
+             fmt::format("{} per rank, {}; compute waits", to_string(c.bytes), label));
+    }
+  }
   ++e.pc;
   advance(e);
 }
@@ -604,7 +641,17 @@ void Engine::advance(Executor& e) {
           };
           block(e, TimeKind::compute);
           sim_.schedule_in(in.duration, both);
-          launch(coll, both);
+          if (e.record) {
+            const std::string& label = sp.labels[static_cast<std::size_t>(in.label)];
+            record(e, TimelineEvent::Track::compute, sim_.now(), label, {}, sim_.now() + in.duration);
+            launch(coll, [this, &e, both, start = sim_.now(), c, label] {
+              record(e, TimelineEvent::Track::comm, start, fmt::format("{} {}", to_string(c.group), to_string(c.op)),
+                     fmt::format("{} per rank, {}; overlapped with compute", to_string(c.bytes), label));
+              both();
+            });
+          } else {
+            launch(coll, both);
+          }
           // The compute part is booked as compute; the excess as exposed communication.
           e.time[static_cast<std::size_t>(kind)] -= in.duration.seconds();
           e.time[static_cast<std::size_t>(TimeKind::compute)] += in.duration.seconds();
@@ -636,7 +683,13 @@ void Engine::advance(Executor& e) {
         Executor& target = exec(to_stage, e.replica);
         const Collective& c = p2p(e.stage, to_stage, e.replica, Bytes(static_cast<I>(act_msg_bytes_)));
         const int mb = in.a;
-        launch(c, [this, &target, fwd, mb, to_vs] { deliver(target, fwd ? Op::recv_act : Op::recv_grad, mb, to_vs); });
+        launch(c, [this, &e, &target, fwd, mb, to_vs, start = sim_.now()] {
+          if (e.record) {
+            record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
+                   fmt::format("{} per rank pair to stage {}", to_string(Bytes(static_cast<I>(act_msg_bytes_))), stage_of_vs(to_vs)));
+          }
+          deliver(target, fwd ? Op::recv_act : Op::recv_grad, mb, to_vs);
+        });
         break;
       }
       case Op::grads_ready:
@@ -688,7 +741,9 @@ void Engine::pump_gathers(Executor& e) {
   const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
   const double bytes = gs[static_cast<std::size_t>(idx)] * (mixed ? 2.0 : 4.0);
   const int stage = e.stage;
-  join(fmt::format("zg|{}|{}", stage, idx), replicas_, [this, &e, idx] {
+  join(fmt::format("zg|{}|{}", stage, idx), replicas_, [this, &e, idx, bytes, start = sim_.now()] {
+    record(e, TimelineEvent::Track::dp, start, "dp allgather (parameters)",
+           fmt::format("{} per rank, layer {} (ZeRO-3 prefetch)", to_string(Bytes(static_cast<I>(bytes))), idx));
     e.gather_busy = false;
     --e.background;
     e.gathered[static_cast<std::size_t>(idx)] = 1;
@@ -754,7 +809,14 @@ void Engine::pump_dp(Executor& e) {
   e.dp_busy = true;
   ++e.background;
   const int seq = e.dp_issued++;
-  auto finished = [this, &e] {
+  const char* opname = in_.parallel.zero >= 1 ? "dp reducescatter" : "dp allreduce";
+  auto finished = [this, &e, start = sim_.now(), opname, bk, seq] {
+    if (e.record) {
+      const double gb = hw::dtype_bytes(in_.training.grad_dtype);
+      record(e, TimelineEvent::Track::dp, start, fmt::format("{} bucket {}", opname, seq),
+             fmt::format("{} of gradients{}", to_string(Bytes(static_cast<I>(bk.params * gb))),
+                         bk.expert_params > 0 ? fmt::format(" + {} of expert gradients", to_string(Bytes(static_cast<I>(bk.expert_params * gb)))) : std::string()));
+    }
     e.dp_busy = false;
     --e.background;
     pump_dp(e);
@@ -835,7 +897,8 @@ void Engine::tie_embeddings(Executor& e) {
   // The first and last stages sum the gradients of the embedding they share (still waiting as
   // data-parallel time).
   const int replica = e.replica;
-  join(fmt::format("tie|{}", replica), 2, [this, &e] {
+  join(fmt::format("tie|{}", replica), 2, [this, &e, start = sim_.now()] {
+    record(e, TimelineEvent::Track::dp, start, "embedding allreduce", "tied input/output embedding gradients, first and last stage");
     account(e);
     optimizer_step(e);
   }, [this, tm, replica](std::function<void()> all_done) {
@@ -865,6 +928,8 @@ void Engine::optimizer_step(Executor& e) {
   const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
   block(e, TimeKind::optimizer);
   sim_.schedule_in(cm.kernel_time(memory_op("optimizer", params * per_param)), [this, &e] {
+    record(e, TimelineEvent::Track::compute, e.wait_start, "optimizer step",
+           fmt::format("{} update", in_.training.optimizer == Optimizer::adam ? "Adam" : "SGD"));
     account(e);
     gather_params(e);
   });
@@ -880,7 +945,9 @@ void Engine::gather_params(Executor& e) {
   const double bytes = e.prog->dense_params * (mixed ? 2.0 : 4.0);
   block(e, TimeKind::dp);
   const int stage = e.stage;
-  join(fmt::format("gather|{}", stage), replicas_, [this, &e] {
+  join(fmt::format("gather|{}", stage), replicas_, [this, &e, bytes] {
+    record(e, TimelineEvent::Track::dp, e.wait_start, "dp allgather (updated parameters)",
+           fmt::format("{} per rank (ZeRO / distributed optimizer)", to_string(Bytes(static_cast<I>(bytes)))));
     account(e);
     e.end = sim_.now();
   }, [this, stage, bytes](std::function<void()> all_done) {
@@ -981,6 +1048,37 @@ StepResult Engine::result() {
   }
   r.events = sim_.events_executed();
   r.collectives = collectives_;
+  if (in_.record_timeline) {
+    timeline_.replicas = replicas_;
+    for (int s = 0; s < lay_.pp(); ++s) {
+      for (int d = 0; d < replicas_; ++d) {
+        std::vector<int> ranks;
+        for (int t = 0; t < lay_.tp(); ++t) {
+          for (int c = 0; c < lay_.cp(); ++c) ranks.push_back(lay_.rank(Coords{t, c, d, s}));
+        }
+        std::sort(ranks.begin(), ranks.end());
+        timeline_.ranks.push_back(std::move(ranks));
+      }
+    }
+    std::stable_sort(timeline_.events.begin(), timeline_.events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
+      return std::tie(a.stage, a.replica, a.track, a.start) < std::tie(b.stage, b.replica, b.track, b.start);
+    });
+    // A pass split only by bookkeeping (gradients becoming final mid-backward) is one event.
+    std::vector<TimelineEvent> merged;
+    for (TimelineEvent& ev : timeline_.events) {
+      if (!merged.empty()) {
+        TimelineEvent& prev = merged.back();
+        if (prev.stage == ev.stage && prev.replica == ev.replica && prev.track == ev.track &&
+            ev.track == TimelineEvent::Track::compute && prev.name == ev.name && prev.end == ev.start) {
+          prev.end = ev.end;
+          continue;
+        }
+      }
+      merged.push_back(std::move(ev));
+    }
+    timeline_.events = std::move(merged);
+    r.timeline = std::move(timeline_);
+  }
   return r;
 }
 

@@ -25,6 +25,25 @@
 
 namespace dtsim::workloads {
 
+// What one simulated rank did and when (for Chrome/Perfetto traces). Recorded only on request.
+struct TimelineEvent {
+  enum class Track : unsigned char { compute, comm, dp, pipeline };
+  int stage = 0;
+  int replica = 0;   // data-parallel replica
+  Track track = Track::compute;
+  Time start, end;
+  std::string name;   // "forward mb 3 chunk 0", "tp allreduce", "dp reducescatter", "send activation", ...
+  std::string detail; // size and group
+};
+
+struct Timeline {
+  std::vector<TimelineEvent> events;  // in start order per rank
+  // The global GPU ranks a simulated (stage, replica) stands for: its tensor- and
+  // context-parallel ranks (identical programs).
+  std::vector<std::vector<int>> ranks;  // [stage * replicas + replica]
+  int replicas = 1;
+};
+
 struct StepInputs {
   ModelSpec model;
   TrainingSpec training;
@@ -35,6 +54,8 @@ struct StepInputs {
   std::string sharing = "max-min";
   bool symmetric = true;
   bool free_communication = false;  // what-if: every collective and transfer takes no time
+  bool record_timeline = false;
+  std::vector<int> timeline_stages;  // stages to record (empty: all)
 };
 
 // Where a stage's time went. Exposed communication is time the compute stream waited for it.
@@ -78,6 +99,7 @@ struct StepResult {
   std::string symmetry_note;
   std::uint64_t events = 0;
   std::uint64_t collectives = 0;
+  Timeline timeline;                  // when StepInputs::record_timeline
 };
 
 Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in);

@@ -201,5 +201,61 @@ TEST(Step, OutOfMemoryIsReportedNotAnError) {
   EXPECT_NE(r->memory_note.find("80.0 GiB"), std::string::npos) << r->memory_note;
 }
 
+TEST(Timeline, OneFOneBOrderAndComputeTotals) {
+  // p = 4, m = 8, 1F1B: stage 0 runs p - 1 = 3 warm-up forwards, then alternates one forward and
+  // one backward, then drains the remaining 3 backwards (Narayanan et al. 2021, figure 4). Its
+  // compute events never overlap and add up to the compute time in the breakdown.
+  const hw::Topology topo = node_with(4);
+  StepInputs in = inputs(small_gpt(8, 8, 4096), 8, 1);
+  in.parallel.pp = 4;
+  in.record_timeline = true;
+  auto r = simulate_step(topo, in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const Timeline& tl = r->timeline;
+  ASSERT_EQ(tl.ranks.size(), 4U);
+  std::vector<std::string> order;
+  double compute = 0;
+  Time last_end = Time::zero();
+  int sends = 0;
+  for (const TimelineEvent& e : tl.events) {
+    EXPECT_LE(e.start, e.end);
+    EXPECT_LE(e.end.seconds(), r->step_time_s * (1 + 1e-12));
+    if (e.stage != 0) continue;
+    if (e.track == TimelineEvent::Track::pipeline) ++sends;
+    if (e.track != TimelineEvent::Track::compute) continue;
+    EXPECT_GE(e.start, last_end) << e.name;
+    last_end = e.end;
+    compute += (e.end - e.start).seconds();
+    if (e.name != "optimizer step") order.push_back(e.name.substr(0, e.name.find(' ')) + e.name.substr(e.name.rfind(' ')));
+  }
+  const std::vector<std::string> expected{"forward 0", "forward 1", "forward 2", "forward 3", "backward 0", "forward 4", "backward 1",
+                                          "forward 5", "backward 2", "forward 6", "backward 3", "forward 7", "backward 4",
+                                          "backward 5", "backward 6", "backward 7"};
+  EXPECT_EQ(order, expected);
+  EXPECT_EQ(sends, 8);  // one activation per micro-batch to stage 1; stage 0 sends no gradients
+  const double booked = r->stages[0].time_s[static_cast<std::size_t>(TimeKind::compute)] +
+                        r->stages[0].time_s[static_cast<std::size_t>(TimeKind::optimizer)];
+  EXPECT_NEAR(compute, booked, 1e-9 * booked);
+}
+
+TEST(Timeline, StageFilterAndDataParallelBuckets) {
+  // DDP with four buckets: the dp track holds exactly four all-reduces; a filter for stage 1 of a
+  // one-stage run records nothing.
+  DdpSetup d;
+  d.in.record_timeline = true;
+  auto r = simulate_step(d.topo, d.in);
+  ASSERT_TRUE(r.ok());
+  int dp = 0;
+  for (const auto& e : r->timeline.events) dp += e.track == TimelineEvent::Track::dp ? 1 : 0;
+  EXPECT_EQ(dp, 4);
+  ASSERT_EQ(r->timeline.ranks.size(), 1U);
+  EXPECT_EQ(r->timeline.ranks[0], std::vector<int>{0});
+  d.in.timeline_stages = {1};
+  auto none = simulate_step(d.topo, d.in);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->timeline.events.empty());
+  EXPECT_EQ(none->step_time_s, r->step_time_s);
+}
+
 }  // namespace
 }  // namespace dtsim::workloads
