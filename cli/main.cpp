@@ -6,7 +6,12 @@
 
 #include "cli/collective_command.hpp"
 #include "cli/errors.hpp"
+#include "cli/fit_command.hpp"
+#include "cli/plan_command.hpp"
+#include "cli/report_command.hpp"
 #include "cli/simulate_command.hpp"
+#include "cli/sweep_command.hpp"
+#include "cli/validate_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dtsim: simulate distributed deep-learning training on GPU clusters"};
@@ -15,6 +20,11 @@ int main(int argc, char** argv) {
   int exit_code = dtsim::cli::kExitOk;
   dtsim::cli::add_collective_command(app, exit_code);
   dtsim::cli::add_simulate_command(app, exit_code);
+  dtsim::cli::add_sweep_command(app, exit_code);
+  dtsim::cli::add_plan_command(app, exit_code);
+  dtsim::cli::add_report_command(app, exit_code);
+  dtsim::cli::add_fit_command(app, exit_code);
+  dtsim::cli::add_validate_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

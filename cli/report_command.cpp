@@ -1,0 +1,17 @@
+#include "cli/report_command.hpp"
+
+#include "cli/errors.hpp"
+
+namespace dtsim::cli {
+
+// Placeholder until the command lands.
+void add_report_command(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("report", "(not yet available)");
+  cmd->allow_extras();
+  cmd->callback([&exit_code] {
+    print_error("report is not available yet");
+    exit_code = kExitFailure;
+  });
+}
+
+}  // namespace dtsim::cli

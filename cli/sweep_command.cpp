@@ -1,0 +1,17 @@
+#include "cli/sweep_command.hpp"
+
+#include "cli/errors.hpp"
+
+namespace dtsim::cli {
+
+// Placeholder until the command lands.
+void add_sweep_command(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("sweep", "(not yet available)");
+  cmd->allow_extras();
+  cmd->callback([&exit_code] {
+    print_error("sweep is not available yet");
+    exit_code = kExitFailure;
+  });
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,1 @@
+# Tests of the calibration harness's CPU side: fitting, nccl-tests logs, JSONL resume, validate.

@@ -1,0 +1,1 @@
+# Tests of sweeps, planning, reports and traces.
