@@ -380,9 +380,11 @@ std::vector<LayerProgram> cnn_program(const CnnSpec& m, const ProgramShape& sh) 
       case CnnLayer::Kind::dropout: k = mem(ty, "dropout", 2.5 * in_el); break;
     }
     const bool weighted = l.kind == CnnLayer::Kind::conv || l.kind == CnnLayer::Kind::fc;
-    // Layers without weights join the previous layer's program (fewer, larger tasks).
+    // Layers without GEMM weights (batch norm's scale and shift are parameters all the same) join
+    // the previous layer's program (fewer, larger tasks).
     if (!weighted && !out.empty()) {
       out.back().forward.segments.front().kernels.push_back(k);
+      out.back().params += l.params();
       continue;
     }
     LayerProgram p;

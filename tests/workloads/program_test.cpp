@@ -103,5 +103,20 @@ TEST(LayerProgram, InvalidLayoutsNameTheField) {
   EXPECT_EQ(validate_transformer(m, sh).error().field, "parallel.cp");
 }
 
+
+TEST(CnnProgram, ItsLayersHoldEveryParameter) {
+  // Gradient buckets are filled from the programs' layers: together they must hold every weight,
+  // batch norm's scale and shift included (torchvision's counts: He et al. 2016, Simonyan and
+  // Zisserman 2015, Krizhevsky et al. 2012).
+  ProgramShape sh;
+  sh.micro_batch = 2;
+  for (const auto& [m, published] : {std::pair{make_resnet50(), 25'557'032LL}, std::pair{make_vgg16(), 138'357'544LL},
+                                     std::pair{make_alexnet(), 61'100'840LL}}) {
+    std::int64_t sum = 0;
+    for (const auto& l : cnn_program(m, sh)) sum += l.params;
+    EXPECT_EQ(sum, published) << m.name;
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::workloads
