@@ -75,6 +75,17 @@ int run(const Options& o) {
   rep.config["cluster"] = {{"summary", topo->summary()}, {"gpus", topo->gpus()}, {"nodes", topo->nodes()},
                            {"fabric", std::string(hw::to_string(cfg->cluster.fabric.kind))}};
   rep.result = std::move(*result);
+  rep.budget = cfg->budget;
+  rep.power = cfg->power;
+  rep.prices = cfg->prices;
+  rep.has_prices = cfg->has_prices;
+  auto run = workloads::estimate_run(rep.result, cfg->inputs.training.global_batch, cfg->budget, cfg->power, cfg->prices, topo->nodes());
+  if (!run) {
+    ctx.report(run.error());
+    print_diagnostics(ctx.diagnostics);
+    return kExitBadInput;
+  }
+  rep.run = *run;
   if (!o.json.empty()) {
     if (auto st = reports::write_file_atomic(o.json, reports::simulate_json(rep).dump(2) + "\n"); !st) {
       print_error(st.error().message);

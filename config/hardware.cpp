@@ -23,7 +23,8 @@ std::optional<hw::LinkKind> parse_link_kind(const std::string& s) {
   return std::nullopt;
 }
 
-// "700 W", "1.2 kW".
+}  // namespace
+
 std::optional<double> parse_watts(const std::string& s) {
   double v = 0;
   const char* begin = s.data();
@@ -36,8 +37,6 @@ std::optional<double> parse_watts(const std::string& s) {
   if (unit == "kW") return v * 1e3;
   return std::nullopt;
 }
-
-}  // namespace
 
 bool looks_like_path(const std::string& s) {
   auto ends_with = [&](std::string_view suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };

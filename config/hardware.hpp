@@ -58,6 +58,9 @@ struct ClusterRequest {
 // fabric. Problems are reported to ctx.diagnostics; returns nullopt if there were any.
 std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadContext& ctx);
 
+// A power such as "700 W" or "1.2 kW", in watts (non-negative).
+std::optional<double> parse_watts(const std::string& s);
+
 // True when `s` names a file rather than a preset (contains '/' or ends in .yaml/.yml).
 bool looks_like_path(const std::string& s);
 

@@ -1,6 +1,7 @@
 #include "config/profile.hpp"
 
 #include <charconv>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -49,6 +50,42 @@ Status set_model_param(workloads::StepInputs& in, const std::string& name, const
   return Error(fmt::format("unknown parameter '{}' (names start with comm., compute. or memory.; dtsim simulate --list-params)", name));
 }
 
+std::map<std::string, LinkOverride> read_link_overrides(MapReader& parent, const std::string& key, LoadContext& ctx) {
+  std::map<std::string, LinkOverride> out;
+  auto links = parent.map(key);
+  if (!links) return out;
+  YAML::Node ln = parent.node(key);
+  for (auto it = ln.begin(); it != ln.end(); ++it) {
+    const std::string name = it->first.as<std::string>("");
+    links->node(name);
+    MapReader lr(it->second, links->field(name), parent.file(), ctx);
+    LinkOverride o;
+    if (auto e = lr.number("efficiency", false, 1e-3, 1.0)) o.efficiency = *e;
+    if (auto t = lr.time("latency")) o.latency = *t;
+    lr.finish();
+    out[name] = o;
+  }
+  links->finish();
+  return out;
+}
+
+std::vector<std::string> link_type_names(const hw::ClusterSpec& cluster) {
+  std::set<std::string> names;
+  const auto add = [&](const std::optional<hw::LinkType>& t) {
+    if (t) names.insert(t->name);
+  };
+  for (const auto& g : cluster.groups) {
+    add(g.node.nvlink);
+    names.insert(g.node.pcie.name);
+    add(g.node.nic);
+    add(g.node.cpu_link);
+  }
+  add(cluster.fabric.nic);
+  add(cluster.fabric.link);
+  names.erase("");
+  return {names.begin(), names.end()};
+}
+
 std::optional<HardwareProfile> load_profile(const std::string& path, LoadContext& ctx) {
   auto doc = load_yaml_file(path, ctx);
   if (!doc) return std::nullopt;
@@ -80,20 +117,7 @@ std::optional<HardwareProfile> load_profile(const std::string& path, LoadContext
     }
     params->finish();
   }
-  if (auto links = r.map("links")) {
-    YAML::Node ln = r.node("links");
-    for (auto it = ln.begin(); it != ln.end(); ++it) {
-      const std::string name = it->first.as<std::string>("");
-      links->node(name);
-      MapReader lr(it->second, links->field(name), path, ctx);
-      LinkOverride o;
-      if (auto e = lr.number("efficiency", false, 1e-3, 1.0)) o.efficiency = *e;
-      if (auto t = lr.time("latency")) o.latency = *t;
-      lr.finish();
-      p.links[name] = o;
-    }
-    links->finish();
-  }
+  p.links = read_link_overrides(r, "links", ctx);
   r.finish();
   if (ctx.diagnostics.size() != errors) return std::nullopt;
   return p;

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/reader.hpp"
 #include "hw/specs.hpp"
@@ -35,6 +36,12 @@ struct HardwareProfile {
   std::map<std::string, std::string> params;       // name -> value text
   std::map<std::string, LinkOverride> links;        // link type name -> override
 };
+
+// Reads `key:` of `parent` as {link type name: {efficiency, latency}} (a profile's `links:`, a
+// simulate configuration's `simulation.links:`).
+std::map<std::string, LinkOverride> read_link_overrides(MapReader& parent, const std::string& key, LoadContext& ctx);
+// The link type names a cluster uses (nodes' NVLink, PCIe, NIC and socket links; the fabric's).
+std::vector<std::string> link_type_names(const hw::ClusterSpec& cluster);
 
 // Reads and checks a profile (every parameter name and value, every link field).
 std::optional<HardwareProfile> load_profile(const std::string& path, LoadContext& ctx);

@@ -1,11 +1,14 @@
 #include "config/simulate_loader.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config/hardware.hpp"
 #include "config/model_loader.hpp"
+#include "config/presets.hpp"
 #include "config/profile.hpp"
 
 namespace dtsim::config {
@@ -33,6 +36,115 @@ std::optional<T> enum_field(MapReader& r, const std::string& key, T def, Parse p
     return std::nullopt;
   }
   return *v;
+}
+
+// A power ("700 W", "1.2 kW") at `key`, or nullopt (absent or reported).
+std::optional<double> watts(MapReader& r, const std::string& key) {
+  auto s = r.string(key);
+  if (!s) return std::nullopt;
+  auto w = parse_watts(*s);
+  if (!w) r.error(key, fmt::format("'{}' is not a power such as \"700 W\" or \"1.2 kW\"", *s));
+  return w;
+}
+
+// training.data: a dataset preset name, or a mapping (`dataset:` preset plus overrides, or a dataset
+// described in full) with the loader's storage, decoding and copy settings.
+void load_data(MapReader& tr, workloads::TrainingSpec& t, workloads::RunBudget& budget, LoadContext& ctx) {
+  YAML::Node dn = tr.node("data");
+  if (!dn.IsDefined() || dn.IsNull()) return;
+  // (yaml-cpp nodes are handles: assigning to one that refers to `dn` would overwrite the tree.)
+  YAML::Node shorthand(YAML::NodeType::Map);
+  if (dn.IsScalar()) shorthand["dataset"] = dn.Scalar();
+  MapReader d(dn.IsScalar() ? shorthand : dn, tr.field("data"), tr.file(), ctx);
+  if (!d.ok()) return;
+  workloads::InputPipeline ip;
+  double samples = 0;
+  // A preset provides the dataset's size and sample sizes; the mapping overrides them.
+  if (auto name = d.string("dataset")) {
+    ip.dataset = *name;
+    if (const PresetFile* pf = find_preset("datasets", *name)) {
+      auto pre = parse_yaml(std::string(pf->text), std::string(pf->path), ctx);
+      if (pre) {
+        MapReader pr(*pre, "", std::string(pf->path), ctx);
+        pr.string("name");
+        pr.string("description");
+        if (auto v = pr.number("samples", true, 1, 1e15)) samples = *v;
+        if (auto v = pr.bytes("sample_bytes", true)) ip.sample_bytes = *v;
+        if (auto v = pr.bytes("input_bytes", true)) ip.input_bytes = *v;
+        pr.finish();
+      }
+    } else if (!d.has("samples")) {
+      const auto known = preset_names("datasets");
+      const std::string hint = closest(*name, known);
+      d.error("dataset", fmt::format("unknown dataset preset '{}'{}; describe it with samples, sample_bytes and input_bytes", *name,
+                                     hint.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", hint)));
+    }
+  }
+  if (auto v = d.number("samples", false, 1, 1e15)) samples = *v;
+  if (auto v = d.bytes("sample_bytes")) ip.sample_bytes = *v;
+  if (auto v = d.bytes("input_bytes")) ip.input_bytes = *v;
+  if (samples <= 0 && !d.has("dataset")) d.error_here("a dataset needs its size: samples (or a dataset preset such as imagenet-1k)");
+  budget.dataset_samples = samples;
+  // The loader: all of its settings, or none (then only the dataset's size is used, for epochs).
+  const bool any_loader = d.has("storage") || d.has("read_bandwidth") || d.has("decoder") || d.has("decode_rate") || d.has("cores_per_gpu");
+  if (auto v = d.string("storage")) {
+    ip.storage_name = *v;
+    if (*v == "local-nvme" || *v == "local") ip.storage = workloads::InputPipeline::Storage::local;
+    else if (*v == "nfs" || *v == "object-store" || *v == "shared") ip.storage = workloads::InputPipeline::Storage::shared;
+    else d.error("storage", fmt::format("unknown storage '{}' (local-nvme: per node; nfs, object-store: shared by all nodes)", *v));
+  }
+  if (auto v = d.bandwidth("read_bandwidth", any_loader)) ip.read_bandwidth = *v;
+  if (auto v = d.string("decoder")) {
+    if (*v == "cpu") ip.decoder = workloads::InputPipeline::Decoder::cpu;
+    else if (*v == "gpu") ip.decoder = workloads::InputPipeline::Decoder::gpu;
+    else d.error("decoder", fmt::format("unknown decoder '{}' (cpu, gpu)", *v));
+  }
+  if (auto v = d.number("decode_rate", any_loader, 1e-6, 1e12)) ip.decode_rate = *v;
+  const bool cpu = ip.decoder == workloads::InputPipeline::Decoder::cpu;
+  if (auto v = d.integer("cores_per_gpu", any_loader && cpu, 1, 100000)) ip.cores_per_gpu = static_cast<int>(*v);
+  d.finish();
+  if (any_loader) {
+    if (ip.input_bytes.count() <= 0) d.error("input_bytes", "the loader needs the size of one sample as copied to the GPU");
+    if (ip.sample_bytes.count() <= 0) d.error("sample_bytes", "the loader needs the stored size of one sample");
+    ip.samples = samples;
+    t.data = ip;
+  }
+}
+
+void load_budget(MapReader& tr, workloads::RunBudget& b) {
+  if (auto v = tr.number("tokens", false, 1, 1e18)) b.tokens = *v;
+  if (auto v = tr.number("samples", false, 1, 1e18)) b.samples = *v;
+  if (auto v = tr.number("epochs", false, 1e-6, 1e9)) b.epochs = *v;
+  if (auto v = tr.time("epoch_overhead")) b.per_epoch_overhead = *v;
+  const int given = (b.tokens > 0 ? 1 : 0) + (b.samples > 0 ? 1 : 0) + (b.epochs > 0 ? 1 : 0);
+  if (given > 1) tr.error_here("give one of tokens, samples or epochs");
+}
+
+void load_energy(MapReader& root, const hw::ClusterSpec& cluster, workloads::PowerModel& pm) {
+  // Defaults: the GPU's TDP at full load; 10% of it idle (an assumption: replace with your GPUs'
+  // idle reading); node overhead not counted; PUE 1 (IT power only).
+  const double tdp = cluster.groups.empty() ? 0.0 : cluster.groups.front().node.gpu.tdp_watts;
+  pm.gpu_max_w = tdp;
+  pm.gpu_idle_w = 0.1 * tdp;
+  auto er = root.map("energy");
+  if (!er) return;
+  if (auto v = watts(*er, "gpu_idle")) pm.gpu_idle_w = *v;
+  if (auto v = watts(*er, "gpu_max")) pm.gpu_max_w = *v;
+  if (auto v = er->number("comm_active", false, 0, 1)) pm.comm_active = *v;
+  if (auto v = watts(*er, "node_overhead")) pm.node_overhead_w = *v;
+  if (auto v = er->number("pue", false, 1, 10)) pm.pue = *v;
+  if (pm.gpu_idle_w > pm.gpu_max_w) er->error("gpu_idle", fmt::format("{} W is above gpu_max ({} W)", pm.gpu_idle_w, pm.gpu_max_w));
+  er->finish();
+}
+
+void load_prices(MapReader& root, workloads::Prices& p, bool& given) {
+  auto pr = root.map("prices");
+  if (!pr) return;
+  given = true;
+  if (auto v = pr->number("gpu_hour", true, 0, 1e6)) p.gpu_hour = *v;
+  if (auto v = pr->number("kwh", false, 0, 1e3)) p.kwh = *v;
+  if (auto v = pr->string("currency")) p.currency = *v;
+  pr->finish();
 }
 
 }  // namespace
@@ -133,6 +245,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = enum_field(*tr, "recompute", workloads::Recompute::none, workloads::parse_recompute, "none, selective, full")) t.recompute = *v;
     if (auto v = enum_field(*tr, "optimizer", workloads::Optimizer::adam, workloads::parse_optimizer, "adam, sgd")) t.optimizer = *v;
     if (auto v = enum_field(*tr, "attention", workloads::Attention::flash, workloads::parse_attention, "flash, standard")) t.attention = *v;
+    load_data(*tr, t, out.budget, ctx);
+    load_budget(*tr, out.budget);
     tr->finish();
   }
   if (const auto* tm = std::get_if<workloads::TransformerSpec>(&in.model); tm && t.seq_len == 0) t.seq_len = tm->max_seq;
@@ -153,7 +267,24 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = pr->integer("virtual_stages", false, 1, 1'000)) p.virtual_stages = static_cast<int>(*v);
     if (auto v = pr->integer("zero", false, 0, 3)) p.zero = static_cast<int>(*v);
     if (auto v = pr->boolean("sequence_parallel")) p.sequence_parallel = *v;
-    if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl, "ddp, horovod, no-overlap")) p.dp_impl = *v;
+    if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
+                            "ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server")) {
+      p.dp_impl = *v;
+    }
+    if (auto dr = pr->map("dataparallel")) {
+      if (auto v = dr->time("host_overhead_per_gpu")) p.dataparallel.host_overhead_per_gpu = *v;
+      if (auto v = dr->string("transfer")) {
+        if (*v == "nccl") p.dataparallel.nccl = true;
+        else if (*v == "copies") p.dataparallel.nccl = false;
+        else dr->error("transfer", fmt::format("unknown transfer '{}' (nccl, copies)", *v));
+      }
+      dr->finish();
+    }
+    if (auto sr = pr->map("parameter_server")) {
+      if (auto v = sr->integer("shards", false, 1, 100000)) p.parameter_server.shards = static_cast<int>(*v);
+      if (auto v = sr->bandwidth("update_bandwidth")) p.parameter_server.update_bandwidth = *v;
+      sr->finish();
+    }
     if (auto v = pr->bytes("bucket")) {
       if (v->count() <= 0) pr->error("bucket", "must be positive");
       p.bucket = *v;
@@ -187,6 +318,18 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     }
     if (auto v = sr->boolean("symmetric")) in.symmetric = *v;
     if (auto v = sr->boolean("free_communication")) in.free_communication = *v;
+    // Named link parameters (e.g. the TCP efficiency and latency of an Ethernet type), as in a profile.
+    HardwareProfile link_set;
+    link_set.links = read_link_overrides(*sr, "links", ctx);
+    if (!link_set.links.empty()) {
+      const auto used = link_type_names(out.cluster);
+      for (const auto& [name, o] : link_set.links) {
+        if (std::find(used.begin(), used.end(), name) == used.end()) {
+          sr->error("links", fmt::format("the cluster has no '{}' links (it uses: {})", name, fmt::join(used, ", ")));
+        }
+      }
+      apply_profile(link_set, out.cluster);
+    }
     if (auto params = sr->map("params")) {
       YAML::Node pn = sr->node("params");
       for (auto it = pn.begin(); it != pn.end(); ++it) {
@@ -202,6 +345,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     }
     sr->finish();
   }
+  load_energy(root, out.cluster, out.power);
+  load_prices(root, out.prices, out.has_prices);
   root.finish();
   if (ctx.diagnostics.size() != errors) return std::nullopt;
 
@@ -229,7 +374,36 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"bucket", p.bucket.count() > 0 ? to_string(p.bucket) : std::string("Megatron-Core default: max(40M, 1M x dp) parameters")},
                      {"fusion_buffer", to_string(p.fusion_buffer)},
                      {"fusion_cycle", to_string(p.fusion_cycle)},
-                     {"order", p.order}};
+                     {"order", p.order},
+                     {"dataparallel", {{"host_overhead_per_gpu", to_string(p.dataparallel.host_overhead_per_gpu)},
+                                       {"transfer", p.dataparallel.nccl ? "nccl" : "copies"}}},
+                     {"parameter_server", {{"shards", p.parameter_server.shards},
+                                           {"update_bandwidth", to_string(p.parameter_server.update_bandwidth)}}}};
+  if (t.data) {
+    const auto& d = *t.data;
+    res["training"]["data"] = {{"dataset", d.dataset},
+                               {"samples", d.samples},
+                               {"sample_bytes", to_string(d.sample_bytes)},
+                               {"input_bytes", to_string(d.input_bytes)},
+                               {"storage", d.storage_name},
+                               {"read_bandwidth", to_string(d.read_bandwidth)},
+                               {"decoder", d.decoder == workloads::InputPipeline::Decoder::cpu ? "cpu" : "gpu"},
+                               {"decode_rate", d.decode_rate},
+                               {"cores_per_gpu", d.cores_per_gpu}};
+  } else if (out.budget.dataset_samples > 0) {
+    res["training"]["data"] = {{"samples", out.budget.dataset_samples}, {"loader", "not modelled"}};
+  }
+  const auto& b = out.budget;
+  if (b.tokens > 0) res["training"]["tokens"] = b.tokens;
+  if (b.samples > 0) res["training"]["samples"] = b.samples;
+  if (b.epochs > 0) res["training"]["epochs"] = b.epochs;
+  if (b.per_epoch_overhead > Time::zero()) res["training"]["epoch_overhead"] = to_string(b.per_epoch_overhead);
+  const auto& pw = out.power;
+  res["energy"] = {{"gpu_idle_W", pw.gpu_idle_w}, {"gpu_max_W", pw.gpu_max_w}, {"comm_active", pw.comm_active},
+                   {"node_overhead_W", pw.node_overhead_w}, {"pue", pw.pue}};
+  if (out.has_prices) {
+    res["prices"] = {{"gpu_hour", out.prices.gpu_hour}, {"kwh", out.prices.kwh}, {"currency", out.prices.currency}};
+  }
   nlohmann::json params;
   for (const auto& [name, value, help] : simulate_param_list()) params[name] = value;
   // The list shows defaults; overwrite with what this run uses.

@@ -10,6 +10,7 @@
 
 #include "config/reader.hpp"
 #include "hw/specs.hpp"
+#include "workloads/run.hpp"
 #include "workloads/step.hpp"
 
 namespace dtsim::config {
@@ -17,6 +18,10 @@ namespace dtsim::config {
 struct SimulateConfig {
   hw::ClusterSpec cluster;
   workloads::StepInputs inputs;
+  workloads::RunBudget budget;        // training.tokens / samples / epochs (none: one step only)
+  workloads::PowerModel power;        // energy: (defaults from the GPU's TDP)
+  workloads::Prices prices;           // prices: (zero when not given)
+  bool has_prices = false;
   nlohmann::json resolved;  // every setting, with the defaults that were applied
 };
 

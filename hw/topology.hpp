@@ -63,7 +63,7 @@ class NodeTemplate {
   int nic_vertex(int n) const { return first_nic_ + n; }
   int cpu_vertex(int c) const { return first_cpu_ + c; }
   int nvswitch_vertex() const { return nvswitch_; }  // -1 without NVSwitch
-  int cpu_of_gpu(int g) const { return gpu_cpu_[static_cast<std::size_t>(g)]; }
+  int cpu_of_gpu(int g) const { return gpu_cpu_[static_cast<std::size_t>(g)]; }  // a local vertex (see cpu_vertex)
   // Local links (indices into links()) from one local vertex to another. Empty when from == to.
   const std::vector<std::uint32_t>& route(int from, int to) const;
   bool reachable(int from, int to) const { return from == to || !route(from, to).empty(); }

@@ -25,6 +25,8 @@ const char* kind_label(workloads::TimeKind k) {
     case workloads::TimeKind::dp: return "data-parallel communication";
     case workloads::TimeKind::optimizer: return "optimizer step";
     case workloads::TimeKind::bubble: return "pipeline bubble";
+    case workloads::TimeKind::host: return "host (single process driving the GPUs)";
+    case workloads::TimeKind::input: return "waiting for input data";
     case workloads::TimeKind::count: break;
   }
   return "?";
@@ -43,7 +45,28 @@ nlohmann::json memory_json(const workloads::MemoryBreakdown& m) {
           {"fits", m.fits}};
 }
 
+nlohmann::json input_json(const workloads::InputReport& in) {
+  return {{"dataset", in.dataset},
+          {"read_s", round_to(in.read_s, 6)},
+          {"decode_s", round_to(in.decode_s, 6)},
+          {"h2d_s", round_to(in.h2d_s, 6)},
+          {"loader_period_s", round_to(in.period_s, 6)},
+          {"gpu_step_s", round_to(in.gpu_step_s, 6)},
+          {"bound_by", in.bound_by},
+          {"loader_samples_per_s", round_to(in.loader_samples_per_s, 3)},
+          {"gpu_samples_per_s", round_to(in.gpu_samples_per_s, 3)}};
+}
+
+std::string money(double v, const std::string& currency) { return fmt::format("{:.0f} {}", v, currency); }
+
 }  // namespace
+
+std::string human_duration(double s) {
+  if (s >= 2 * 86400) return fmt::format("{:.1f} days", s / 86400);
+  if (s >= 2 * 3600) return fmt::format("{:.1f} h", s / 3600);
+  if (s >= 120) return fmt::format("{:.0f} min", s / 60);
+  return fmt::format("{:.3g} s", s);
+}
 
 std::string render_simulate(const SimulateReport& rep) {
   const workloads::StepResult& r = rep.result;
@@ -84,6 +107,48 @@ std::string render_simulate(const SimulateReport& rep) {
                        m.capacity / kGiB, m.fits ? "yes" : "NO");
   }
   if (!r.fits) out += "\n" + r.memory_note + "\n";
+  if (r.input.modelled) {
+    const auto& in = r.input;
+    out += fmt::format("\ninput pipeline ({}), per step\n", in.dataset.empty() ? "training.data" : in.dataset);
+    out += fmt::format("  {:<34} {:>10.4f} s\n", "read from storage", in.read_s);
+    out += fmt::format("  {:<34} {:>10.4f} s\n", "decode and augment", in.decode_s);
+    out += fmt::format("  {:<34} {:>10.4f} s\n", "copy to the GPUs", in.h2d_s);
+    out += fmt::format("  {:<34} {:>10.4f} s\n", "the GPUs' step without waiting", in.gpu_step_s);
+    if (in.bound_by == "gpus") {
+      out += fmt::format("  the GPUs bound throughput: the loader could supply {:.0f} samples/s, the GPUs take {:.0f}\n", in.loader_samples_per_s,
+                         in.gpu_samples_per_s);
+    } else {
+      out += fmt::format("  INPUT-BOUND by {}: {:.0f} samples/s instead of the GPUs' {:.0f}; steps take {:.0f}% longer\n", in.bound_by,
+                         in.loader_samples_per_s, in.gpu_samples_per_s, 100.0 * (in.period_s / in.gpu_step_s - 1.0));
+    }
+  }
+  // Monitoring view: what nvidia-smi would show per GPU.
+  const auto& run = rep.run;
+  out += "\nper GPU, as monitoring would show it\n";
+  out += fmt::format("  {:>5} {:>12} {:>9} {:>14}\n", "stage", "utilization", "power", "memory");
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const auto& m = r.stages[i].memory;
+    out += fmt::format("  {:>5} {:>11.0f}% {:>7.0f} W {:>6.1f}/{:.0f} GiB\n", r.stages[i].stage,
+                       i < run.stage_utilization.size() ? 100 * run.stage_utilization[i] : 0.0,
+                       i < run.stage_power_w.size() ? run.stage_power_w[i] : 0.0, m.total / kGiB, m.capacity / kGiB);
+  }
+  out += fmt::format("  energy per step {:.4g} kWh (GPUs {:.0f}-{:.0f} W idle-max, node overhead {:.0f} W, PUE {:.2f})\n", run.step_energy_kwh,
+                     rep.power.gpu_idle_w, rep.power.gpu_max_w, rep.power.node_overhead_w, rep.power.pue);
+  if (rep.budget.any()) {
+    out += "\ntraining run\n";
+    std::string what = rep.budget.tokens > 0    ? fmt::format("{:.4g} tokens", rep.budget.tokens)
+                       : rep.budget.samples > 0 ? fmt::format("{:.4g} samples", rep.budget.samples)
+                                                : fmt::format("{:g} epochs of {:.0f} samples", rep.budget.epochs, rep.budget.dataset_samples);
+    out += fmt::format("  {:<16} {} in {:.0f} steps\n", "budget", what, run.steps);
+    out += fmt::format("  {:<16} {} ({:.4g} s)\n", "time to train", human_duration(run.time_to_train_s), run.time_to_train_s);
+    out += fmt::format("  {:<16} {:.4g}\n", "GPU-hours", run.gpu_hours);
+    out += fmt::format("  {:<16} {:.4g} MWh (facility, PUE included)\n", "energy", run.energy_kwh / 1000);
+    if (rep.has_prices) {
+      out += fmt::format("  {:<16} {} = {} GPU-hours ({:.2f}/GPU-h) + {} electricity ({:.3f}/kWh)\n", "cost",
+                         money(run.cost, rep.prices.currency), money(run.gpu_cost, rep.prices.currency), rep.prices.gpu_hour,
+                         money(run.energy_cost, rep.prices.currency), rep.prices.kwh);
+    }
+  }
   out += fmt::format("\n# {}\n", kFlopsConvention);
   return out;
 }
@@ -101,6 +166,11 @@ nlohmann::json simulate_json(const SimulateReport& rep) {
                          {"idle_s", round_to(s.idle_s, 6)}, {"memory", memory_json(s.memory)}};
     for (int k = 0; k < workloads::kTimeKinds; ++k) {
       st[std::string(workloads::to_string(static_cast<workloads::TimeKind>(k))) + "_s"] = round_to(s.time_s[static_cast<std::size_t>(k)], 6);
+    }
+    const auto i = static_cast<std::size_t>(s.stage);
+    if (i < rep.run.stage_utilization.size()) {
+      st["utilization"] = round_to(rep.run.stage_utilization[i], 4);
+      st["power_W"] = round_to(rep.run.stage_power_w[i], 1);
     }
     stages.push_back(st);
   }
@@ -120,9 +190,25 @@ nlohmann::json simulate_json(const SimulateReport& rep) {
       {"breakdown", breakdown},
       {"memory", {{"peak", memory_json(r.peak_memory)}, {"fits", r.fits}, {"note", r.memory_note}}},
       {"stages", stages},
+      {"energy", {{"step_kwh", round_to(rep.run.step_energy_kwh, 9)}, {"gpu_power_W", round_to(rep.run.gpu_power_w, 1)},
+                  {"utilization", round_to(rep.run.utilization, 4)}}},
       {"symmetric", r.symmetric},
       {"symmetry_note", r.symmetry_note},
       {"simulation", {{"events", r.events}, {"collectives", r.collectives}}}};
+  if (r.input.modelled) result["input"] = input_json(r.input);
+  if (rep.budget.any()) {
+    const auto& run = rep.run;
+    nlohmann::json j = {{"steps", run.steps},
+                        {"time_to_train_s", round_to(run.time_to_train_s, 3)},
+                        {"time_to_train", human_duration(run.time_to_train_s)},
+                        {"gpu_hours", round_to(run.gpu_hours, 3)},
+                        {"energy_kwh", round_to(run.energy_kwh, 3)}};
+    if (rep.has_prices) {
+      j["cost"] = {{"total", round_to(run.cost, 2)}, {"gpu", round_to(run.gpu_cost, 2)}, {"electricity", round_to(run.energy_cost, 2)},
+                   {"currency", rep.prices.currency}};
+    }
+    result["run"] = j;
+  }
   return {{"config", rep.config}, {"result", result}};
 }
 

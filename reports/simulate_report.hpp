@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "workloads/run.hpp"
 #include "workloads/step.hpp"
 
 namespace dtsim::reports {
@@ -16,7 +17,15 @@ struct SimulateReport {
   std::string precision;     // e.g. "bf16"
   nlohmann::json config;     // the resolved configuration
   workloads::StepResult result;
+  workloads::RunEstimate run;         // energy per step always; the run's figures when budget.any()
+  workloads::RunBudget budget;
+  workloads::PowerModel power;
+  workloads::Prices prices;
+  bool has_prices = false;
 };
+
+// "41.3 days", "5.2 h", "12 min", "8.1 s".
+std::string human_duration(double seconds);
 
 std::string render_simulate(const SimulateReport& r);
 nlohmann::json simulate_json(const SimulateReport& r);

@@ -1,5 +1,6 @@
 #include "workloads/run.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -32,21 +33,26 @@ Expected<RunEstimate> estimate_run(const StepResult& step, std::int64_t global_b
   }
   if (power.comm_active < 0 || power.comm_active > 1) return Error("must be within [0, 1]", "energy.comm_active");
   if (prices.gpu_hour < 0 || prices.kwh < 0) return Error("prices cannot be negative", "prices");
-  // Utilization and power: averaged over the pipeline stages (every stage holds the same number
-  // of GPUs). A GPU computes for its compute and optimizer time, runs only communication kernels
-  // while it waits for exposed communication, and idles in pipeline bubbles and at the end.
-  double busy = 0, comm = 0;
+  // Utilization and power per stage (every stage holds the same number of GPUs), then their mean.
+  // A GPU computes for its compute and optimizer time, runs only communication kernels while it
+  // waits for exposed communication, and idles in pipeline bubbles, host time, input waits and at
+  // the end of the step.
+  const double t = step.step_time_s;
+  const double span = power.gpu_max_w - power.gpu_idle_w;
+  double util_sum = 0, power_sum = 0;
   for (const StageReport& s : step.stages) {
     const auto at = [&](TimeKind k) { return s.time_s[static_cast<std::size_t>(k)]; };
-    busy += at(TimeKind::compute) + at(TimeKind::optimizer);
-    comm += at(TimeKind::tp) + at(TimeKind::cp) + at(TimeKind::ep) + at(TimeKind::pp) + at(TimeKind::dp);
+    const double busy = std::min(1.0, (at(TimeKind::compute) + at(TimeKind::optimizer)) / t);
+    const double comm = std::min(1.0 - busy, (at(TimeKind::tp) + at(TimeKind::cp) + at(TimeKind::ep) + at(TimeKind::pp) + at(TimeKind::dp)) / t);
+    const double watts = power.gpu_idle_w + span * (busy + power.comm_active * comm);
+    e.stage_utilization.push_back(busy);
+    e.stage_power_w.push_back(watts);
+    util_sum += busy;
+    power_sum += watts;
   }
   const double n_stages = std::max<double>(1.0, static_cast<double>(step.stages.size()));
-  const double t = step.step_time_s;
-  e.utilization = std::min(1.0, busy / n_stages / t);
-  const double comm_fraction = std::min(1.0 - e.utilization, comm / n_stages / t);
-  const double span = power.gpu_max_w - power.gpu_idle_w;
-  e.gpu_power_w = power.gpu_idle_w + span * (e.utilization + power.comm_active * comm_fraction);
+  e.utilization = util_sum / n_stages;
+  e.gpu_power_w = step.stages.empty() ? power.gpu_idle_w : power_sum / n_stages;
   const double it_power_w = e.gpu_power_w * step.gpus + power.node_overhead_w * nodes;
   e.step_energy_kwh = it_power_w * power.pue * t / 3.6e6;
   if (budget.any()) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/expected.hpp"
 #include "workloads/step.hpp"
@@ -43,6 +44,8 @@ struct RunEstimate {
   double gpu_hours = 0;
   double utilization = 0;           // mean fraction of the step a GPU computes (nvidia-smi style "busy")
   double gpu_power_w = 0;           // mean power per GPU over a step
+  std::vector<double> stage_utilization;  // per pipeline stage (its GPUs are alike)
+  std::vector<double> stage_power_w;
   double step_energy_kwh = 0;       // facility energy of one step (GPUs + node overhead) x PUE
   double energy_kwh = 0;            // of the whole run
   double gpu_cost = 0;

@@ -26,6 +26,8 @@ std::string_view to_string(TimeKind k) {
     case TimeKind::dp: return "dp_comm";
     case TimeKind::optimizer: return "optimizer";
     case TimeKind::bubble: return "bubble";
+    case TimeKind::host: return "host";
+    case TimeKind::input: return "input";
     case TimeKind::count: break;
   }
   return "?";
@@ -38,7 +40,16 @@ using I = std::int64_t;
 // ---------------------------------------------------------------------------------------------
 // Programs: what one stage runs, flattened.
 
-enum class Op : unsigned char { compute, comm, recv_act, recv_grad, send_act, send_grad, grads_ready, gather_wait, end_backward };
+enum class Op : unsigned char { compute, comm, recv_act, recv_grad, send_act, send_grad, grads_ready, gather_wait, end_backward, transfer };
+
+// Data movements of PyTorch's nn.DataParallel, rooted at GPU 0, and its host time.
+struct Transfer {
+  enum class Kind : unsigned char { host, h2d, scatter, gather, replicate, reduce };
+  Kind kind = Kind::host;
+  double bytes = 0;  // h2d: in total; scatter, gather: per GPU other than 0; replicate, reduce: the tensors' size
+  Time duration;     // host
+  std::string name;
+};
 
 struct Instr {
   Op op = Op::compute;
@@ -59,6 +70,7 @@ struct StageProgram {
   std::vector<CommStep> comms;        // blocking collectives used by `comm` instructions
   std::vector<LayerSlot> grad_slots;  // layers in the order their gradients become final
   std::vector<double> gathers;        // ZeRO-3: parameters gathered before each layer pass, in order
+  std::vector<Transfer> transfers;    // nn.DataParallel: used by `transfer` instructions
   std::vector<std::string> labels{"step"};  // names of the pipeline ops, for timelines
   int current_label = 0;
   double flops = 0;                   // hardware FLOPs of one replica-rank for the whole step
@@ -150,6 +162,7 @@ class Engine {
   Status build();
   void run();
   StepResult result();
+  InputReport input_report(double gpu_step_s) const;
 
  private:
   // Setup.
@@ -163,6 +176,21 @@ class Engine {
   const Collective& collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs);
   const Collective& p2p(int from_stage, int to_stage, int replica, Bytes bytes);
   void launch(const Collective& c, std::function<void()> done);
+  // Flows between GPU pairs (one group each), all at once.
+  std::unique_ptr<Collective> pairwise(const std::vector<std::pair<int, int>>& pairs, double bytes);
+  const Collective& transfer(const Transfer& t);
+  // Host (a node's CPU) to and from GPU ranks; parameter-server pushes and pulls; input copies.
+  hw::Path host_path(int rank, int node, int cpu, bool to_host, std::uint64_t label);
+  const Collective& host_flows(const std::string& key, const std::vector<std::tuple<int, int, int, bool>>& ends, double bytes);
+  const Collective& ps_push(double grad_bytes);
+  const Collective& ps_pull(double param_bytes);
+  void ps_update(Executor& e);
+  // nn.DataParallel's per-call work around the forward and backward passes.
+  void dataparallel_before_forward(StageProgram& sp, double input_bytes_per_sample, double params) const;
+  void dataparallel_after_forward(StageProgram& sp, double output_bytes_per_sample) const;
+  void dataparallel_after_backward(StageProgram& sp, double params) const;
+  Status check_dp_impl() const;
+  void start_input_copies();
   // Execution.
   void advance(Executor& e);
   void block(Executor& e, TimeKind k);
@@ -208,6 +236,7 @@ class Engine {
   Bytes bucket_bytes_;
   double act_msg_bytes_ = 0;   // pipeline message per rank pair
   std::uint64_t collectives_ = 0;
+  Time h2d_end_;               // when the step's input copies (training.data) finished
   Timeline timeline_;
   // Records [start, end) on one of the executor's tracks (end defaults to now).
   void record(const Executor& e, TimelineEvent::Track track, Time start, std::string name, std::string detail = {},
@@ -241,9 +270,12 @@ Status Engine::build() {
   if (par.zero < 0 || par.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", par.zero), "parallel.zero");
   if (!in_.symmetric && lay_.ep() > 1) return Error("symmetric: false is not supported with expert parallelism", "symmetric");
   replicas_ = in_.symmetric ? 1 : lay_.dp();
+  if (auto st = check_dp_impl(); !st) return st;
   // Gradient buckets: PyTorch DDP's 25 MB unless set; Megatron-Core's max(40M, 1M x dp) parameters
   // for model-parallel layouts.
   bucket_bytes_ = par.bucket;
+  // MirroredStrategy's NCCL all-reduce packs every gradient into one (num_packs = 1).
+  if (par.dp_impl == DpImpl::mirrored) bucket_bytes_ = Bytes(std::numeric_limits<I>::max() / 2);
   programs_.assign(static_cast<std::size_t>(p), StageProgram{});
   Status st = std::visit(
       [&](const auto& m) -> Status {
@@ -344,10 +376,14 @@ Status Engine::build_transformer(const TransformerSpec& m) {
       sp.labels.push_back(fmt::format("{} mb {}{}", op.kind == PipeOp::Kind::forward ? "forward" : "backward", op.microbatch,
                                       v > 1 ? fmt::format(" chunk {}", op.chunk) : std::string()));
       sp.current_label = static_cast<int>(sp.labels.size() - 1);
+      const bool dataparallel = par.dp_impl == DpImpl::dataparallel;
       if (op.kind == PipeOp::Kind::forward) {
+        // Token ids in (int64); logits out, in the activation type.
+        if (dataparallel) dataparallel_before_forward(sp, 8.0 * static_cast<double>(sh.seq), static_cast<double>(parameter_count(m)));
         if (g > 0) sp.instrs.push_back(Instr{Op::recv_act, op.microbatch, g, Time::zero(), false});
         for (const LayerProgram* lp : L) append_layer({&lp->forward}, static_cast<double>(lp->params), cm, sp);
         if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::send_act, op.microbatch, g, Time::zero(), false});
+        if (dataparallel) dataparallel_after_forward(sp, static_cast<double>(sh.seq * m.vocab * e_bytes));
       } else {
         if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::recv_grad, op.microbatch, g, Time::zero(), false});
         for (auto it = L.rbegin(); it != L.rend(); ++it) {
@@ -358,6 +394,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
           }
         }
         if (g > 0) sp.instrs.push_back(Instr{Op::send_grad, op.microbatch, g, Time::zero(), false});
+        if (dataparallel) dataparallel_after_backward(sp, static_cast<double>(parameter_count(m)));
       }
     }
     sp.instrs.push_back(Instr{Op::end_backward, 0, 0, Time::zero(), false});
@@ -399,10 +436,16 @@ Status Engine::build_cnn(const CnnSpec& m) {
   sh.recompute = tr.recompute;
   const auto layers = cnn_program(m, sh);
   StageProgram& sp = programs_[0];
+  const bool dataparallel = in_.parallel.dp_impl == DpImpl::dataparallel;
+  const int e_bytes = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
+  // Without a described input pipeline: fp32 images (torchvision's ToTensor and Normalize).
+  const double image_bytes = tr.data ? tr.data->input_bytes.as_double() : 3.0 * static_cast<double>(m.image * m.image) * 4.0;
   for (int mb = 0; mb < micro_; ++mb) {
     sp.labels.push_back(fmt::format("forward mb {}", mb));
     sp.current_label = static_cast<int>(sp.labels.size() - 1);
+    if (dataparallel) dataparallel_before_forward(sp, image_bytes, static_cast<double>(parameter_count(m)));
     for (const auto& l : layers) append_layer({&l.forward}, static_cast<double>(l.params), cm, sp);
+    if (dataparallel) dataparallel_after_forward(sp, static_cast<double>(m.classes * e_bytes));
     sp.labels.push_back(fmt::format("backward mb {}", mb));
     sp.current_label = static_cast<int>(sp.labels.size() - 1);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
@@ -412,14 +455,14 @@ Status Engine::build_cnn(const CnnSpec& m) {
         sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
       }
     }
+    if (dataparallel) dataparallel_after_backward(sp, static_cast<double>(parameter_count(m)));
   }
   sp.instrs.push_back(Instr{Op::end_backward, 0, 0, Time::zero(), false});
   for (const auto& l : layers) sp.dense_params += static_cast<double>(l.params);
   sp.layers = static_cast<int>(layers.size());
   sp.in_flight = 1;
   // Every layer's input is kept for the backward pass.
-  const int e = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
-  for (const CnnLayer& l : m.layers) sp.activation_bytes += static_cast<double>(tr.micro_batch * l.in_channels * l.in_h * l.in_w * e);
+  for (const CnnLayer& l : m.layers) sp.activation_bytes += static_cast<double>(tr.micro_batch * l.in_channels * l.in_h * l.in_w * e_bytes);
   return {};
 }
 
@@ -589,6 +632,234 @@ void Engine::launch(const Collective& c, std::function<void()> done) {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Data parallelism without collectives of its own (nn.DataParallel, parameter servers), and the
+// copies of input data
+
+Status Engine::check_dp_impl() const {
+  const ParallelSpec& par = in_.parallel;
+  const DpImpl d = par.dp_impl;
+  if (d != DpImpl::mirrored && d != DpImpl::dataparallel && d != DpImpl::parameter_server) return {};
+  const std::string name(to_string(d));
+  if (lay_.tp() != 1 || lay_.pp() != 1 || lay_.cp() != 1 || lay_.ep() != 1) {
+    return Error(fmt::format("dp_impl {} is data parallelism only: it needs tp = pp = cp = ep = 1", name), "parallel.dp_impl");
+  }
+  if (par.zero != 0) return Error(fmt::format("dp_impl {} does not shard optimizer state: zero must be 0", name), "parallel.zero");
+  if ((d == DpImpl::mirrored || d == DpImpl::dataparallel) && topo_.nodes() > 1) {
+    return Error(fmt::format("dp_impl {} runs in one process on one node, but the cluster has {} nodes (use ddp or horovod across nodes)",
+                             name, topo_.nodes()),
+                 "parallel.dp_impl");
+  }
+  if (d == DpImpl::parameter_server) {
+    const int shards = par.parameter_server.shards;
+    if (shards < 1) return Error("must be at least 1", "parallel.parameter_server.shards");
+    int sockets = 0;
+    for (int n = 0; n < topo_.nodes(); ++n) sockets += topo_.node_template(n).spec().cpus;
+    if (shards > sockets) {
+      return Error(fmt::format("{} shards, but the cluster's nodes have {} CPU sockets to host them (one shard per socket)", shards, sockets),
+                   "parallel.parameter_server.shards");
+    }
+  }
+  return {};
+}
+
+namespace {
+void add_transfer(StageProgram& sp, Transfer t) {
+  sp.transfers.push_back(std::move(t));
+  sp.instrs.push_back(Instr{Op::transfer, static_cast<int>(sp.transfers.size() - 1), 0, Time::zero(), false, sp.current_label});
+}
+}  // namespace
+
+// Per forward call: the single process's host work, the batch copied to GPU 0 and scattered to the
+// others, and the module replicated from GPU 0 (its fp32 parameters, as autocast keeps them).
+void Engine::dataparallel_before_forward(StageProgram& sp, double input_bytes_per_sample, double params) const {
+  const int n = lay_.dp();
+  const double mb = static_cast<double>(in_.training.micro_batch);
+  const Time host = in_.parallel.dataparallel.host_overhead_per_gpu;
+  if (host > Time::zero()) add_transfer(sp, Transfer{Transfer::Kind::host, 0, host * n, "host: replicate modules, launch per-GPU threads"});
+  add_transfer(sp, Transfer{Transfer::Kind::h2d, mb * n * input_bytes_per_sample, Time::zero(), "copy the batch to GPU 0"});
+  if (n < 2) return;
+  add_transfer(sp, Transfer{Transfer::Kind::scatter, mb * input_bytes_per_sample, Time::zero(), "scatter inputs from GPU 0"});
+  add_transfer(sp, Transfer{Transfer::Kind::replicate, params * 4.0, Time::zero(), "replicate the model from GPU 0"});
+}
+
+// The outputs gathered on GPU 0 for the loss; in backward, their gradients scattered back.
+void Engine::dataparallel_after_forward(StageProgram& sp, double output_bytes_per_sample) const {
+  if (lay_.dp() < 2) return;
+  const double b = static_cast<double>(in_.training.micro_batch) * output_bytes_per_sample;
+  add_transfer(sp, Transfer{Transfer::Kind::gather, b, Time::zero(), "gather outputs on GPU 0"});
+  add_transfer(sp, Transfer{Transfer::Kind::scatter, b, Time::zero(), "scatter output gradients from GPU 0"});
+}
+
+// The replicas' gradients summed into the module on GPU 0.
+void Engine::dataparallel_after_backward(StageProgram& sp, double params) const {
+  if (lay_.dp() < 2) return;
+  add_transfer(sp, Transfer{Transfer::Kind::reduce, params * hw::dtype_bytes(in_.training.grad_dtype), Time::zero(), "reduce gradients onto GPU 0"});
+}
+
+std::unique_ptr<Collective> Engine::pairwise(const std::vector<std::pair<int, int>>& pairs, double bytes) {
+  auto plan = std::make_shared<comm::Plan>();
+  plan->op = CollOp::sendrecv;
+  comm::Phase ph;
+  for (auto [a, b] : pairs) {
+    const hw::Path path = router_.route(a, b, static_cast<std::uint64_t>(a) * 7919 + static_cast<std::uint64_t>(b));
+    std::vector<LinkUse> uses;
+    for (LinkId l : path) uses.push_back(LinkUse{l, 1});
+    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), Bytes(static_cast<I>(bytes)), router_.latency(path) + in_.comm.call_overhead});
+  }
+  plan->phases.push_back(std::move(ph));
+  auto c = std::make_unique<Collective>();
+  c->plans.push_back(std::move(plan));
+  return c;
+}
+
+const Collective& Engine::transfer(const Transfer& t) {
+  const std::string key = fmt::format("xfer|{}|{}", static_cast<int>(t.kind), t.bytes);
+  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
+  const int n = lay_.dp();
+  std::vector<std::pair<int, int>> from0, to0;
+  for (int r = 1; r < n; ++r) {
+    from0.emplace_back(0, r);
+    to0.emplace_back(r, 0);
+  }
+  std::unique_ptr<Collective> c;
+  const bool nccl = in_.parallel.dataparallel.nccl;
+  switch (t.kind) {
+    case Transfer::Kind::host: c = std::make_unique<Collective>(); break;
+    case Transfer::Kind::h2d: {
+      const hw::NodeTemplate& nt = topo_.node_template(0);
+      return host_flows(key, {{0, 0, nt.cpu_of_gpu(0) - nt.cpu_vertex(0), false}}, t.bytes);
+    }
+    case Transfer::Kind::scatter: c = pairwise(from0, t.bytes); break;
+    case Transfer::Kind::gather: c = pairwise(to0, t.bytes); break;
+    case Transfer::Kind::replicate:
+    case Transfer::Kind::reduce: {
+      if (!nccl) {
+        c = pairwise(t.kind == Transfer::Kind::replicate ? from0 : to0, t.bytes);
+        break;
+      }
+      std::vector<int> ranks(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)] = r;
+      return collective(key, t.kind == Transfer::Kind::replicate ? CollOp::broadcast : CollOp::reduce, Bytes(static_cast<I>(t.bytes)), {ranks});
+    }
+  }
+  return *cache_.emplace(key, std::move(c)).first->second;
+}
+
+// GPU rank <-> CPU socket `cpu` of `node`: inside a node over PCIe (and the socket link); across
+// nodes through the GPU's nearest NIC, the fabric, and the NIC nearest to that socket.
+hw::Path Engine::host_path(int rank, int node, int cpu, bool to_host, std::uint64_t label) {
+  const int gnode = topo_.node_of(rank);
+  const hw::NodeTemplate& gt = topo_.node_template(gnode);
+  const hw::NodeTemplate& ht = topo_.node_template(node);
+  const int gv = gt.gpu_vertex(topo_.local_of(rank)), cv = ht.cpu_vertex(cpu);
+  hw::Path p;
+  if (gnode == node) {
+    to_host ? router_.append_local(node, gv, cv, p) : router_.append_local(node, cv, gv, p);
+    return p;
+  }
+  const int gnic = gt.nic_vertex(gt.nearest_nic(topo_.local_of(rank), topo_.fabric_nics(gnode)));
+  int hnic = ht.nic_vertex(0);
+  for (int k = 1; k < topo_.fabric_nics(node); ++k) {
+    if (ht.route_cost(ht.nic_vertex(k), cv) < ht.route_cost(hnic, cv)) hnic = ht.nic_vertex(k);
+  }
+  if (to_host) {
+    router_.append_local(gnode, gv, gnic, p);
+    router_.append_fabric(topo_.vertex(gnode, gnic), topo_.vertex(node, hnic), label, p);
+    router_.append_local(node, hnic, cv, p);
+  } else {
+    router_.append_local(node, cv, hnic, p);
+    router_.append_fabric(topo_.vertex(node, hnic), topo_.vertex(gnode, gnic), label, p);
+    router_.append_local(gnode, gnic, gv, p);
+  }
+  return p;
+}
+
+// One flow per (rank, node, cpu, to_host) end, `bytes` each.
+const Collective& Engine::host_flows(const std::string& key, const std::vector<std::tuple<int, int, int, bool>>& ends, double bytes) {
+  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
+  auto plan = std::make_shared<comm::Plan>();
+  plan->op = CollOp::sendrecv;
+  comm::Phase ph;
+  for (const auto& [rank, node, cpu, to_host] : ends) {
+    const hw::Path path = host_path(rank, node, cpu, to_host, static_cast<std::uint64_t>(rank) * 7919 + static_cast<std::uint64_t>(node));
+    std::vector<LinkUse> uses;
+    for (LinkId l : path) uses.push_back(LinkUse{l, 1});
+    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), Bytes(static_cast<I>(bytes)), router_.latency(path) + in_.comm.call_overhead});
+  }
+  plan->phases.push_back(std::move(ph));
+  auto c = std::make_unique<Collective>();
+  c->plans.push_back(std::move(plan));
+  return *cache_.emplace(key, std::move(c)).first->second;
+}
+
+namespace {
+// Parameter-server shard s: node s mod nodes, socket s / nodes.
+std::pair<int, int> shard_home(int s, int nodes) { return {s % nodes, s / nodes}; }
+}  // namespace
+
+// Every worker sends its gradients' 1/shards to every shard (all workers: the shards are shared).
+const Collective& Engine::ps_push(double grad_bytes) {
+  const int shards = in_.parallel.parameter_server.shards;
+  std::vector<std::tuple<int, int, int, bool>> ends;
+  for (int w = 0; w < lay_.dp(); ++w) {
+    for (int s = 0; s < shards; ++s) {
+      const auto [node, cpu] = shard_home(s, topo_.nodes());
+      ends.emplace_back(w, node, cpu, true);
+    }
+  }
+  return host_flows(fmt::format("ps-push|{}", grad_bytes), ends, grad_bytes / shards);
+}
+
+const Collective& Engine::ps_pull(double param_bytes) {
+  const int shards = in_.parallel.parameter_server.shards;
+  std::vector<std::tuple<int, int, int, bool>> ends;
+  for (int w = 0; w < lay_.dp(); ++w) {
+    for (int s = 0; s < shards; ++s) {
+      const auto [node, cpu] = shard_home(s, topo_.nodes());
+      ends.emplace_back(w, node, cpu, false);
+    }
+  }
+  return host_flows(fmt::format("ps-pull|{}", param_bytes), ends, param_bytes / shards);
+}
+
+// Once every worker's gradients are in: each shard sums them and applies the update on its CPU,
+// then every worker pulls the new fp32 weights of every shard.
+void Engine::ps_update(Executor& e) {
+  block(e, TimeKind::dp);
+  join("ps-update", replicas_, [this, &e, start = sim_.now()] {
+    record(e, TimelineEvent::Track::dp, start, "parameter-server update and pull", "shards sum gradients, update, workers pull weights");
+    account(e);
+    e.end = sim_.now();
+  }, [this, params = e.prog->dense_params](std::function<void()> all_done) {
+    const ParameterServerSpec& ps = in_.parallel.parameter_server;
+    const double read = static_cast<double>(lay_.dp()) * params / ps.shards * hw::dtype_bytes(in_.training.grad_dtype);
+    const Time update = Time::from_seconds(read / ps.update_bandwidth.bytes_per_s());
+    sim_.schedule_in(update, [this, params, all_done] { launch(ps_pull(params * 4.0), all_done); });
+  });
+}
+
+// training.data: each step's samples are copied from host memory into the GPUs of the first
+// pipeline stage while the step runs (the loader prefetches), contending for PCIe with the rest.
+void Engine::start_input_copies() {
+  const auto& data = in_.training.data;
+  if (!data || in_.parallel.dp_impl == DpImpl::dataparallel) return;
+  const double samples = static_cast<double>(in_.training.global_batch) / lay_.dp();
+  std::vector<std::tuple<int, int, int, bool>> ends;
+  for (int d = 0; d < lay_.dp(); ++d) {
+    for (int t = 0; t < lay_.tp(); ++t) {
+      for (int c = 0; c < lay_.cp(); ++c) {
+        const int r = lay_.rank(Coords{t, c, d, 0});
+        const int node = topo_.node_of(r);
+        const hw::NodeTemplate& nt = topo_.node_template(node);
+        ends.emplace_back(r, node, nt.cpu_of_gpu(topo_.local_of(r)) - nt.cpu_vertex(0), false);  // its socket
+      }
+    }
+  }
+  launch(host_flows("input", ends, samples * data->input_bytes.as_double()), [this] { h2d_end_ = sim_.now(); });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Execution
 
@@ -606,6 +877,10 @@ void Engine::resume(Executor& e) {
     const std::string& label = e.prog->labels[static_cast<std::size_t>(in.label)];
     if (in.op == Op::compute) {
       record(e, TimelineEvent::Track::compute, e.wait_start, label);
+    } else if (in.op == Op::transfer) {
+      const Transfer& t = e.prog->transfers[static_cast<std::size_t>(in.a)];
+      record(e, t.kind == Transfer::Kind::host ? TimelineEvent::Track::compute : TimelineEvent::Track::dp, e.wait_start, t.name,
+             t.kind == Transfer::Kind::host ? std::string() : fmt::format("{}, {}", to_string(Bytes(static_cast<I>(t.bytes))), label));
     } else if (in.op == Op::comm && !in.overlapped) {
       const CommStep& c = e.prog->comms[static_cast<std::size_t>(in.a)];
       record(e, TimelineEvent::Track::comm, e.wait_start, fmt::format("{} {}", to_string(c.group), to_string(c.op)),
@@ -708,6 +983,17 @@ void Engine::advance(Executor& e) {
         ++e.pc;
         finish_backward(e);
         return;
+      case Op::transfer: {
+        const Transfer& t = sp.transfers[static_cast<std::size_t>(in.a)];
+        if (t.kind == Transfer::Kind::host) {
+          block(e, TimeKind::host);
+          sim_.schedule_in(t.duration, [this, &e] { resume(e); });
+          return;
+        }
+        block(e, t.kind == Transfer::Kind::h2d ? TimeKind::input : TimeKind::dp);
+        launch(transfer(t), [this, &e] { resume(e); });
+        return;
+      }
     }
     ++e.pc;
   }
@@ -775,10 +1061,14 @@ void Engine::grads_ready(Executor& e, int slot) {
   const Bucket& bk = buckets_[static_cast<std::size_t>(e.stage)][static_cast<std::size_t>(b)];
   switch (in_.parallel.dp_impl) {
     case DpImpl::ddp:
+    case DpImpl::parameter_server:  // pushed to the shards as buckets fill, like DDP's all-reduces
       e.dp_ready.push_back(bk);
       pump_dp(e);
       break;
+    case DpImpl::dataparallel:  // reduced onto GPU 0 after each backward call (a transfer)
+      break;
     case DpImpl::no_overlap:
+    case DpImpl::mirrored:
       e.dp_ready.push_back(bk);  // reduced once the backward pass is over (finish_backward)
       break;
     case DpImpl::horovod:
@@ -795,21 +1085,23 @@ void Engine::grads_ready(Executor& e, int slot) {
 // Reduces ready buckets one after another, as on one NCCL stream.
 void Engine::pump_dp(Executor& e) {
   if (e.dp_busy) return;
-  if (in_.parallel.dp_impl == DpImpl::no_overlap && !e.backward_done) return;
+  const DpImpl impl = in_.parallel.dp_impl;
+  if ((impl == DpImpl::no_overlap || impl == DpImpl::mirrored) && !e.backward_done) return;
   if (e.dp_ready.empty()) {
     maybe_end_dp(e);
     return;
   }
   const Bucket bk = e.dp_ready.front();
   e.dp_ready.pop_front();
-  if (lay_.dp() < 2) {
+  const bool ps = impl == DpImpl::parameter_server;
+  if (lay_.dp() < 2 && !ps) {
     pump_dp(e);
     return;
   }
   e.dp_busy = true;
   ++e.background;
   const int seq = e.dp_issued++;
-  const char* opname = in_.parallel.zero >= 1 ? "dp reducescatter" : "dp allreduce";
+  const char* opname = ps ? "push to parameter servers" : in_.parallel.zero >= 1 ? "dp reducescatter" : "dp allreduce";
   auto finished = [this, &e, start = sim_.now(), opname, bk, seq] {
     if (e.record) {
       const double gb = hw::dtype_bytes(in_.training.grad_dtype);
@@ -822,9 +1114,13 @@ void Engine::pump_dp(Executor& e) {
     pump_dp(e);
   };
   const int stage = e.stage;
-  join(fmt::format("dp|{}|{}", stage, seq), replicas_, finished, [this, stage, bk](std::function<void()> all_done) {
+  join(fmt::format("dp|{}|{}", stage, seq), replicas_, finished, [this, stage, bk, ps](std::function<void()> all_done) {
     const CollOp op = in_.parallel.zero >= 1 ? CollOp::reducescatter : CollOp::allreduce;
     const double gb = hw::dtype_bytes(in_.training.grad_dtype);
+    if (ps) {
+      launch(ps_push(bk.params * gb), all_done);
+      return;
+    }
     std::vector<const Collective*> cs;
     if (bk.params > 0) {
       cs.push_back(&collective(fmt::format("dp|{}", stage), op, Bytes(static_cast<I>(bk.params * gb)), dp_groups(stage, false)));
@@ -917,6 +1213,10 @@ void Engine::tie_embeddings(Executor& e) {
 }
 
 void Engine::optimizer_step(Executor& e) {
+  if (in_.parallel.dp_impl == DpImpl::parameter_server) {
+    ps_update(e);  // the shards update the weights
+    return;
+  }
   // One fused, memory-bound update over this rank's (sharded) parameters: Adam reads and writes
   // the fp32 master weight and both moments, reads the gradient, writes the low-precision copy.
   const TrainingSpec& tr = in_.training;
@@ -956,6 +1256,7 @@ void Engine::gather_params(Executor& e) {
 }
 
 void Engine::run() {
+  start_input_copies();
   for (Executor& e : execs_) {
     sim_.schedule_in(Time::zero(), [this, &e] {
       pump_gathers(e);
@@ -981,9 +1282,14 @@ StepResult Engine::result() {
   for (const Executor& e : execs_) {
     if (e.end > critical->end) critical = &e;
   }
-  r.step_time_s = critical->end.seconds();
-  r.breakdown_s = critical->time;
   const TrainingSpec& tr = in_.training;
+  r.input = input_report(critical->end.seconds());
+  // In steady state a step takes at least the loader's period; the wait is booked as input time on
+  // every stage (the first stage waits for data, the others for the first).
+  const double input_wait = r.input.modelled ? std::max(0.0, r.input.period_s - r.input.gpu_step_s) : 0.0;
+  r.step_time_s = critical->end.seconds() + input_wait;
+  r.breakdown_s = critical->time;
+  r.breakdown_s[static_cast<std::size_t>(TimeKind::input)] += input_wait;
   const double gbatch = static_cast<double>(tr.global_batch);
   r.samples_per_s = gbatch / r.step_time_s;
   r.tokens_per_s = tm ? gbatch * static_cast<double>(r.seq) / r.step_time_s : 0.0;
@@ -1000,7 +1306,7 @@ StepResult Engine::result() {
     r.hfu = r.hardware_flops_per_step / (r.step_time_s * r.gpus * r.peak_flops_per_gpu);
   }
   double busy = 0;
-  for (double t : critical->time) busy += t;
+  for (double t : r.breakdown_s) busy += t;
   r.idle_s = std::max(0.0, r.step_time_s - busy);
   for (int s = 0; s < lay_.pp(); ++s) {
     const Executor& e = exec(s, 0);
@@ -1008,10 +1314,11 @@ StepResult Engine::result() {
     StageReport st;
     st.stage = s;
     st.layers = sp.layers;
-    st.end_s = e.end.seconds();
+    st.end_s = e.end.seconds() + input_wait;
     st.time_s = e.time;
+    st.time_s[static_cast<std::size_t>(TimeKind::input)] += input_wait;
     double b = 0;
-    for (double t : e.time) b += t;
+    for (double t : st.time_s) b += t;
     st.idle_s = std::max(0.0, r.step_time_s - b);
     st.in_flight = sp.in_flight;
     StageMemoryInput mi;
@@ -1083,6 +1390,40 @@ StepResult Engine::result() {
 }
 
 }  // namespace
+
+// The loader's stages per step, in steady state (see InputPipeline).
+InputReport Engine::input_report(double gpu_step_s) const {
+  InputReport ir;
+  const auto& data = in_.training.data;
+  if (!data) return ir;
+  ir.modelled = true;
+  ir.dataset = data->dataset;
+  ir.gpu_step_s = gpu_step_s;
+  const double batch = static_cast<double>(in_.training.global_batch);
+  const double per_replica = batch / lay_.dp();
+  // Reading: a node reads the samples of the data-parallel replicas whose first stage it holds.
+  if (data->storage == InputPipeline::Storage::shared) {
+    ir.read_s = batch * data->sample_bytes.as_double() / data->read_bandwidth.bytes_per_s();
+  } else {
+    std::vector<double> node_samples(static_cast<std::size_t>(topo_.nodes()), 0.0);
+    for (int d = 0; d < lay_.dp(); ++d) node_samples[static_cast<std::size_t>(topo_.node_of(lay_.rank(Coords{0, 0, d, 0})))] += per_replica;
+    const double most = *std::max_element(node_samples.begin(), node_samples.end());
+    ir.read_s = most * data->sample_bytes.as_double() / data->read_bandwidth.bytes_per_s();
+  }
+  // Decoding: each replica's samples by its own workers (CPU cores) or its GPU's decoder.
+  const double rate = data->decoder == InputPipeline::Decoder::cpu ? data->decode_rate * data->cores_per_gpu : data->decode_rate;
+  ir.decode_s = per_replica / rate;
+  // nn.DataParallel copies its batch inside the step (a transfer); otherwise the copies ran beside it.
+  ir.h2d_s = in_.parallel.dp_impl == DpImpl::dataparallel ? 0.0 : h2d_end_.seconds();
+  ir.period_s = std::max({ir.read_s, ir.decode_s, ir.h2d_s});
+  ir.gpu_samples_per_s = batch / gpu_step_s;
+  ir.loader_samples_per_s = ir.period_s > 0 ? batch / ir.period_s : 0.0;
+  if (ir.period_s <= gpu_step_s) ir.bound_by = "gpus";
+  else if (ir.period_s == ir.read_s) ir.bound_by = "storage";
+  else if (ir.period_s == ir.decode_s) ir.bound_by = "decode";
+  else ir.bound_by = "host-to-device copy";
+  return ir;
+}
 
 Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in) {
   auto lay = Layout::make(in.parallel, topo.gpus());

@@ -59,7 +59,8 @@ struct StepInputs {
 };
 
 // Where a stage's time went. Exposed communication is time the compute stream waited for it.
-enum class TimeKind { compute, tp, cp, ep, pp, dp, optimizer, bubble, count };
+// host: the single process driving several GPUs (nn.DataParallel); input: waiting for the loader.
+enum class TimeKind { compute, tp, cp, ep, pp, dp, optimizer, bubble, host, input, count };
 inline constexpr int kTimeKinds = static_cast<int>(TimeKind::count);
 std::string_view to_string(TimeKind k);
 
@@ -71,6 +72,21 @@ struct StageReport {
   double idle_s = 0;                             // until the slowest stage ended
   int in_flight = 0;                             // micro-batch activations held at the peak
   MemoryBreakdown memory;
+};
+
+// The input pipeline in steady state (StepResult::input, when training.data is given). Each stage
+// is the time it needs per step; the loader's period is the slowest of them.
+struct InputReport {
+  bool modelled = false;
+  std::string dataset;
+  double read_s = 0;        // reading the step's samples from storage
+  double decode_s = 0;      // decoding and augmenting them
+  double h2d_s = 0;         // copying them into the GPUs (simulated, contending with other PCIe traffic)
+  double period_s = 0;      // max of the three
+  double gpu_step_s = 0;    // the step without waiting for data
+  std::string bound_by;     // "gpus" or the slowest loader stage ("storage", "decode", "host-to-device copy")
+  double loader_samples_per_s = 0;
+  double gpu_samples_per_s = 0;
 };
 
 struct StepResult {
@@ -99,6 +115,7 @@ struct StepResult {
   std::string symmetry_note;
   std::uint64_t events = 0;
   std::uint64_t collectives = 0;
+  InputReport input;
   Timeline timeline;                  // when StepInputs::record_timeline
 };
 

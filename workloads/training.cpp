@@ -17,6 +17,9 @@ std::string_view to_string(DpImpl d) {
     case DpImpl::ddp: return "ddp";
     case DpImpl::horovod: return "horovod";
     case DpImpl::no_overlap: return "no-overlap";
+    case DpImpl::mirrored: return "mirrored";
+    case DpImpl::dataparallel: return "dataparallel";
+    case DpImpl::parameter_server: return "parameter-server";
   }
   return "?";
 }
@@ -38,7 +41,7 @@ std::optional<Attention> parse_attention(std::string_view s) {
   return std::nullopt;
 }
 std::optional<DpImpl> parse_dp_impl(std::string_view s) {
-  for (DpImpl d : {DpImpl::ddp, DpImpl::horovod, DpImpl::no_overlap}) {
+  for (DpImpl d : {DpImpl::ddp, DpImpl::horovod, DpImpl::no_overlap, DpImpl::mirrored, DpImpl::dataparallel, DpImpl::parameter_server}) {
     if (to_string(d) == s) return d;
   }
   return std::nullopt;

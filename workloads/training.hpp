@@ -15,8 +15,15 @@ namespace dtsim::workloads {
 enum class Recompute { none, selective, full };
 enum class Optimizer { adam, sgd_momentum };
 enum class Attention { flash, standard };
-// How data-parallel gradients are reduced (issue 7 adds single-process and parameter-server forms).
-enum class DpImpl { ddp, horovod, no_overlap };
+// How data parallelism is done:
+//  ddp               PyTorch DistributedDataParallel: one process per GPU, bucketed all-reduce overlapping backward
+//  horovod           one process per GPU, tensor fusion on a cycle, ring all-reduce
+//  no_overlap        every bucket reduced after the backward pass (the baseline)
+//  mirrored          TensorFlow MirroredStrategy in one node: one all-reduce of all gradients after backward
+//  dataparallel      PyTorch nn.DataParallel: one process drives every GPU of a node; inputs scattered from
+//                    and outputs gathered on GPU 0, the model replicated from GPU 0, gradients reduced onto it
+//  parameter_server  workers push gradients to and pull weights from parameter-server shards (synchronous)
+enum class DpImpl { ddp, horovod, no_overlap, mirrored, dataparallel, parameter_server };
 
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
@@ -27,6 +34,26 @@ std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::optional<Attention> parse_attention(std::string_view s);
 std::optional<DpImpl> parse_dp_impl(std::string_view s);
 
+// Where training data comes from and how it reaches the GPUs (`training.data`). A loader runs
+// beside the GPUs (PyTorch DataLoader workers, tf.data) with prefetching, so in steady state a step
+// takes the longer of the GPUs' step and the slowest loader stage: reading, decoding and
+// augmenting, and the host-to-device copy (simulated on the node's PCIe topology).
+struct InputPipeline {
+  enum class Storage { local, shared };
+  enum class Decoder { cpu, gpu };
+  std::string dataset;                 // a name for the output ("imagenet-1k")
+  double samples = 0;                  // samples in the dataset (one epoch)
+  Bytes sample_bytes;                  // stored (encoded) size of one sample
+  Bytes input_bytes;                   // one sample as copied to the GPU (decoded, augmented, collated)
+  Storage storage = Storage::local;    // local: every node reads its share from its own drives; shared: one
+                                       // file system or object store serves all nodes
+  std::string storage_name = "local-nvme";
+  Bandwidth read_bandwidth;            // local: per node; shared: in total
+  Decoder decoder = Decoder::cpu;
+  double decode_rate = 0;              // samples/s: per CPU core (cpu) or per GPU (gpu)
+  int cores_per_gpu = 0;               // CPU cores decoding for each GPU (cpu)
+};
+
 struct TrainingSpec {
   std::int64_t global_batch = 0;   // samples (sequences or images) per optimizer step
   std::int64_t micro_batch = 1;    // samples per forward/backward pass on one pipeline
@@ -36,6 +63,26 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   Optimizer optimizer = Optimizer::adam;
   Attention attention = Attention::flash;
+  std::optional<InputPipeline> data;       // nullopt: data is assumed to be on the GPU in time (not modelled)
+};
+
+// PyTorch nn.DataParallel specifics.
+struct DataParallelSpec {
+  // Host time per GPU per forward/backward call of the single Python process (replicating modules,
+  // launching per-GPU threads that contend for the GIL). An assumption to calibrate; 0 ignores it.
+  Time host_overhead_per_gpu = Time::us(500);
+  // nccl: replication and gradient reduction use NCCL broadcast and reduce (torch.cuda.comm with
+  // NCCL, the default on CUDA); copies: device-to-device copies from and to GPU 0.
+  bool nccl = true;
+};
+
+// Synchronous parameter servers: `shards` shards of the parameters, shard i on node i mod nodes
+// (colocated with the workers, as TensorFlow's PS deployments commonly run), each on its host CPU.
+struct ParameterServerSpec {
+  int shards = 1;
+  // Rate at which a shard's CPU sums the workers' gradients and applies the update, in bytes of
+  // gradient read per second. An assumption to calibrate.
+  Bandwidth update_bandwidth = Bandwidth::GBps(10);
 };
 
 struct ParallelSpec {
@@ -53,6 +100,8 @@ struct ParallelSpec {
   Bytes fusion_buffer = Bytes(64 << 20);   // Horovod tensor fusion threshold
   Time fusion_cycle = Time::ms(1);         // Horovod cycle time
   std::string order = "tp-cp-dp-pp";      // rank placement, innermost first (Megatron's default)
+  DataParallelSpec dataparallel;
+  ParameterServerSpec parameter_server;
 };
 
 }  // namespace dtsim::workloads

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -115,6 +116,89 @@ TEST(SimulateCli, ImpossibleModelLayoutsNameTheField) {
   const Result r = run("simulate " + example("llama2-7b-fsdp.yaml") + " --set parallel.tp=3 --set parallel.dp=1 --set cluster.gpus_per_node=3 --set cluster.nodes=1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("parallel.tp: tp (3) must divide the 32 attention heads"), std::string::npos) << r.out;
+}
+
+
+std::string classic(const std::string& name) { return std::string(DTSIM_SOURCE_DIR) + "/examples/classic/" + name; }
+
+double step_of(const std::string& json_path) { return nlohmann::json::parse(slurp(json_path)).at("result").at("step_time_s").get<double>(); }
+
+TEST(ClassicCli, EveryDataParallelImplementationRunsAndDdpScalesBest) {
+  // The five data-parallel implementations on one 8x V100 PCIe server: DDP overlaps its
+  // all-reduces with backward; DataParallel and the parameter server funnel traffic through GPU 0
+  // or the CPUs and lose (the examples' comments say why).
+  std::map<std::string, double> step;
+  for (const char* impl : {"ddp", "dataparallel", "horovod", "mirrored", "parameter-server"}) {
+    const std::string json = temp(std::string("classic-") + impl + ".json");
+    const Result r = run("simulate " + classic(std::string("resnet50-8x-v100-pcie-") + impl + ".yaml") + " --json " + json);
+    ASSERT_EQ(r.code, 0) << impl << "\n" << r.out;
+    step[impl] = step_of(json);
+    EXPECT_EQ(nlohmann::json::parse(slurp(json)).at("config").at("parallel").at("dp_impl"), impl);
+  }
+  for (const char* worse : {"dataparallel", "mirrored", "parameter-server"}) EXPECT_GT(step[worse], step["ddp"]) << worse;
+}
+
+TEST(ClassicCli, LoaderBoundAndEthernetAndEnergyExamples) {
+  const Result loader = run("simulate " + classic("resnet50-imagenet-loader-bound.yaml"));
+  ASSERT_EQ(loader.code, 0) << loader.out;
+  // 8 GPUs x 8 cores x 100 images/s = 6,400 images/s.
+  EXPECT_NE(loader.out.find("6400.00 samples/s"), std::string::npos) << loader.out;
+  EXPECT_NE(loader.out.find("INPUT-BOUND by decode"), std::string::npos) << loader.out;
+
+  const std::string eth = temp("eth.json");
+  ASSERT_EQ(run("simulate " + classic("resnet50-ethernet-25g.yaml") + " --json " + eth).code, 0);
+  const std::string eth_slow = temp("eth-slow.json");
+  ASSERT_EQ(run("simulate " + classic("resnet50-ethernet-25g.yaml") + " --set simulation.links.eth-25.efficiency=0.35 --json " + eth_slow).code, 0);
+  EXPECT_GT(step_of(eth_slow), step_of(eth));
+
+  const std::string energy = temp("energy.json");
+  const Result e = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --json " + energy);
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("time to train"), std::string::npos) << e.out;
+  const auto j = nlohmann::json::parse(slurp(energy));
+  const auto& run_j = j.at("result").at("run");
+  // 90 epochs of ceil(1,281,167 / 4,096) = 313 steps, plus 90 x 30 s of evaluation.
+  EXPECT_EQ(run_j.at("steps").get<double>(), 90.0 * 313);
+  EXPECT_NEAR(run_j.at("time_to_train_s").get<double>(), 90 * 313 * j.at("result").at("step_time_s").get<double>() + 2700, 0.01 * 90 * 313);
+  EXPECT_GT(run_j.at("energy_kwh").get<double>(), 0);
+  EXPECT_EQ(run_j.at("cost").at("currency"), "USD");
+}
+
+TEST(ClassicCli, BadInputNamesTheField) {
+  Result r = run("simulate " + classic("resnet50-8x-v100-pcie-ddp.yaml") + " --set parallel.dp_impl=allgather-sgd");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("parallel.dp_impl: unknown value 'allgather-sgd' (ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server)"),
+            std::string::npos)
+      << r.out;
+
+  r = run("simulate " + classic("resnet50-8x-v100-pcie-dataparallel.yaml") + " --set cluster.nodes=2 --set parallel.dp=16 --set training.global_batch=1024");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("dp_impl dataparallel runs in one process on one node, but the cluster has 2 nodes"), std::string::npos) << r.out;
+
+  const std::string f = temp("no-size.yaml");
+  std::ofstream(f) << "cluster: {node: dgx-a100-80g, nodes: 1}\n"
+                      "model: resnet50\n"
+                      "training:\n"
+                      "  global_batch: 256\n"
+                      "  epochs: 90\n"
+                      "  data: {read_bandwidth: 2 GB/s, decode_rate: 100, cores_per_gpu: 8}\n"
+                      "parallel: {dp: 8}\n";
+  r = run("simulate " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(f + ":6:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a dataset needs its size"), std::string::npos) << r.out;
+
+  r = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --set training.data=imagenet-22k");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown dataset preset 'imagenet-22k' (did you mean 'imagenet-1k'?)"), std::string::npos) << r.out;
+
+  r = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --set training.tokens=1e12");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("give one of tokens, samples or epochs"), std::string::npos) << r.out;
+
+  r = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --set energy.pue=0.8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("energy.pue"), std::string::npos) << r.out;
 }
 
 }  // namespace
