@@ -55,12 +55,20 @@ double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_
     const double tiles = tm * tn * static_cast<double>(batch);
     // Padding of partial tiles, and the idle SMs of the last wave.
     const double tile_fill = static_cast<double>(m) * static_cast<double>(n) / (tm * t.m * tn * t.n);
-    const double waves = std::ceil(tiles / sms);
-    const double wave_fill = tiles / (waves * sms);
-    best = std::max(best, t.efficiency * tile_fill * wave_fill);
+    // Split-K: when the output has fewer tiles than the GPU has SMs (a convolution's weight
+    // gradient: small M x N, K = batch x pixels), the library splits K into s slices that run as
+    // separate tiles and are summed after (cuBLAS and cuDNN split-K kernels). Slices keep at
+    // least params_.split_k_min of K; the partial sums' reduction is not counted.
+    for (double s = 1; s <= 64; s *= 2) {
+      if (s > 1 && (tiles >= sms || static_cast<double>(k) / s < params_.split_k_min)) break;
+      const double waves = std::ceil(tiles * s / sms);
+      const double wave_fill = tiles * s / (waves * sms);
+      const double kk = static_cast<double>(k) / s;
+      const double depth = kk / (kk + params_.k_half);
+      best = std::max(best, t.efficiency * tile_fill * wave_fill * depth);
+    }
   }
-  const double depth = static_cast<double>(k) / (static_cast<double>(k) + params_.k_half);
-  return params_.efficiency(d) * best * depth;
+  return params_.efficiency(d) * best;
 }
 
 Time ComputeModel::kernel_time(const Kernel& k) const {
@@ -117,6 +125,9 @@ std::vector<ComputeParamInfo> build_table() {
   };
   number("gemm.k_half", &ComputeParams::k_half, "elements", "K at which a GEMM's efficiency is halved by its depth",
          "assumption; fits the published small-GEMM points within the tolerance in docs/validation.md", 1e6);
+  number("gemm.split_k_min", &ComputeParams::split_k_min, "elements",
+         "least K per slice when a GEMM with fewer output tiles than SMs is split along K (split-K)",
+         "assumption; split-K kernels as in cuBLAS and cuDNN (weight gradients of convolutions)", 1e9);
   number("attention.fwd_efficiency", &ComputeParams::attention_fwd_efficiency, "fraction",
          "fused attention forward, fraction of peak",
          "T. Dao, FlashAttention-2 (2023): 50-73% of A100 peak forward", 1.0);

@@ -47,6 +47,7 @@ struct ComputeParams {
   // Tile shapes the GEMM library chooses from (the one giving the highest throughput wins).
   std::vector<GemmTile> tiles{{128, 256, 1.0}, {128, 128, 0.95}, {64, 128, 0.85}};
   double k_half = 128;            // efficiency falls as K / (K + k_half) for shallow GEMMs
+  double split_k_min = 256;       // split-K keeps at least this much of K per slice
   double attention_fwd_efficiency = 0.6;   // fused (flash) attention, of the dtype's peak
   double attention_bwd_efficiency = 0.45;
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth streaming kernels reach
