@@ -1,17 +1,181 @@
 #include "cli/fit_command.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "calibrate/fit.hpp"
+#include "calibrate/nccl_tests_log.hpp"
+#include "calibrate/records.hpp"
 #include "cli/errors.hpp"
+#include "config/profile.hpp"
+#include "reports/output.hpp"
 
 namespace dtsim::cli {
 
-// Placeholder until the command lands.
+namespace {
+
+struct Options {
+  std::vector<std::string> results;
+  std::vector<std::string> nccl_tests;
+  std::string output;
+  std::string gpu;
+  std::string node;
+  std::string algo = "auto";
+  std::string op;
+  std::optional<int> ranks;
+  std::optional<int> nodes;
+  int holdout = 4;
+  std::string description;
+  std::string json;
+};
+
+// The folder of `path` must exist and be writable; checked before any work.
+std::optional<std::string> unwritable(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return fmt::format("{}: the folder {} does not exist", path, dir.string());
+  if (fs::is_directory(p, ec)) return fmt::format("{}: is a folder", path);
+  if (::access(dir.c_str(), W_OK) != 0) return fmt::format("{}: the folder {} is not writable", path, dir.string());
+  return std::nullopt;
+}
+
+int run(const Options& o) {
+  std::vector<std::string> errors;
+  if (o.results.empty() && o.nccl_tests.empty()) errors.push_back("nothing to fit: give harness results (RESULTS.jsonl) and/or --nccl-tests LOG");
+  if (o.output.empty()) errors.push_back("-o/--output PROFILE.yaml is required");
+  for (const auto& out : {o.output, o.json}) {
+    if (out.empty()) continue;
+    if (auto why = unwritable(out)) errors.push_back(*why);
+  }
+  std::optional<comm::Algo> algo;
+  if (o.algo != "auto") {
+    algo = comm::parse_algo(o.algo);
+    if (!algo) errors.push_back(fmt::format("--algo: unknown algorithm '{}' (ring, tree, nvls, auto)", o.algo));
+  }
+  std::optional<CollOp> op;
+  if (!o.op.empty()) {
+    op = parse_coll_op(o.op);
+    if (!op) errors.push_back(fmt::format("--op: unknown collective '{}' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv)", o.op));
+  }
+  if (o.ranks && *o.ranks < 1) errors.push_back("--ranks must be at least 1");
+  if (o.nodes && *o.nodes < 1) errors.push_back("--nodes must be at least 1");
+  if (o.holdout < 0) errors.push_back("--holdout must be 0 (none) or at least 2");
+  if (!errors.empty()) {
+    for (const auto& e : errors) print_error(e);
+    return kExitBadInput;
+  }
+
+  calibrate::Dataset data;
+  for (const auto& path : o.results) {
+    auto recs = calibrate::read_records(path);
+    if (!recs) {
+      print_error(recs.error().message);
+      return kExitBadInput;
+    }
+    if (auto st = calibrate::add_records(data, *recs); !st) {
+      print_error(st.error().message);
+      return kExitBadInput;
+    }
+  }
+  for (const auto& path : o.nccl_tests) {
+    auto log = calibrate::read_nccl_tests(path);
+    if (!log) {
+      print_error(log.error().message);
+      return kExitBadInput;
+    }
+    calibrate::NcclTestsInput in;
+    in.op = op;
+    in.ranks = o.ranks;
+    in.nodes = o.nodes;
+    in.algo_label = algo ? std::string(comm::to_string(*algo)) : "";
+    if (auto st = calibrate::add_nccl_tests(data, *log, in); !st) {
+      print_error(st.error().message);
+      return kExitBadInput;
+    }
+  }
+  calibrate::FitOptions fo;
+  fo.gpu = o.gpu;
+  fo.node = o.node;
+  fo.algo = algo;
+  fo.holdout_every = o.holdout;
+  auto fit = calibrate::fit_profile(data, fo);
+  if (!fit) {
+    print_error(fit.error().message);
+    return kExitBadInput;
+  }
+  std::string description = o.description;
+  if (description.empty()) {
+    description = fmt::format("dtsim fit of {}{}", data.device_name.empty() ? std::string("unknown device") : data.device_name,
+                              fit->node_preset.empty() ? "" : " (" + fit->node_preset + ")");
+  }
+  const std::string yaml = calibrate::profile_yaml(*fit, description);
+  // The profile must read back before it is written: what dtsim fit writes, dtsim reads.
+  {
+    const std::string probe = o.output + ".check.tmp";
+    if (auto st = reports::write_file_atomic(probe, yaml); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+    config::LoadContext ctx;
+    const auto back = config::load_profile(probe, ctx);
+    std::filesystem::remove(probe);
+    DTSIM_ASSERT(back.has_value(), "dtsim fit wrote a profile that does not load");
+  }
+  if (auto st = reports::write_file_atomic(o.output, yaml); !st) {
+    print_error(st.error().message);
+    return kExitFailure;
+  }
+  if (!o.json.empty()) {
+    nlohmann::json j{{"params", fit->params}, {"links", fit->link_efficiency}, {"fit", fit->fit}, {"source", fit->source}};
+    if (auto st = reports::write_file_atomic(o.json, j.dump(2) + "\n"); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
+  std::printf("dtsim fit: %zu GEMM, %zu memory, %zu overhead, %zu host-link and %zu collective points from %zu input(s)%s\n",
+              data.gemm.size(), data.memory.size(), data.overhead.size(), data.links.size(), data.collectives.size(), data.inputs.size(),
+              data.failed_points ? fmt::format(" ({} recorded failures left out)", data.failed_points).c_str() : "");
+  if (!data.device_name.empty()) std::printf("device: %s; presets: gpu %s, node %s\n", data.device_name.c_str(),
+                                             fit->gpu_preset.empty() ? "-" : fit->gpu_preset.c_str(),
+                                             fit->node_preset.empty() ? "-" : fit->node_preset.c_str());
+  std::printf("\nfitted parameters:\n");
+  for (const auto& [name, value] : fit->params) std::printf("  %-44s %s\n", name.c_str(), value.c_str());
+  for (const auto& [name, eff] : fit->link_efficiency) std::printf("  %-44s %.4f\n", ("links." + name + ".efficiency").c_str(), eff);
+  std::printf("\nresiduals, (model - measured) / measured, on held-out points (every %dth point of a suite by size):\n%s", o.holdout,
+              calibrate::residual_table(*fit).c_str());
+  if (!fit->notes.empty()) {
+    std::printf("\nnotes:\n");
+    for (const auto& n : fit->notes) std::printf("  %s\n", n.c_str());
+  }
+  std::printf("\nwrote %s\n", o.output.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
 void add_fit_command(CLI::App& app, int& exit_code) {
-  CLI::App* cmd = app.add_subcommand("fit", "(not yet available)");
-  cmd->allow_extras();
-  cmd->callback([&exit_code] {
-    print_error("fit is not available yet");
-    exit_code = kExitFailure;
-  });
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("fit", "Fit a hardware profile from calibration results (dtsim-calibrate JSONL) or nccl-tests logs");
+  cmd->add_option("results", o->results, "Result files of dtsim-calibrate (JSON Lines)");
+  cmd->add_option("--nccl-tests", o->nccl_tests, "An nccl-tests log (e.g. all_reduce_perf.log); repeat for several");
+  cmd->add_option("-o,--output", o->output, "Write the hardware profile (YAML) here");
+  cmd->add_option("--gpu", o->gpu, "GPU preset the data came from (default: from the device name)");
+  cmd->add_option("--node", o->node, "Node preset for collectives (default: from the GPU, e.g. dgx-h100)");
+  cmd->add_option("--algo", o->algo, "Algorithm NCCL ran in the collective data: ring, tree, nvls, or auto (NCCL's choice)")->capture_default_str();
+  cmd->add_option("--op", o->op, "Collective of the nccl-tests logs (default: from the file name or the log)");
+  cmd->add_option("--ranks", o->ranks, "GPUs in the nccl-tests run (default: its '#  Rank' lines)");
+  cmd->add_option("--nodes", o->nodes, "Nodes in the nccl-tests run (default: distinct hosts of its '#  Rank' lines)");
+  cmd->add_option("--holdout", o->holdout, "Hold every Nth point of each suite (sorted by size) out of the fit; 0 = none")->capture_default_str();
+  cmd->add_option("--description", o->description, "The profile's description line");
+  cmd->add_option("--json", o->json, "Also write the fit (parameters, residuals, regimes) as JSON");
+  cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 
 }  // namespace dtsim::cli

@@ -1,0 +1,254 @@
+#include "calibrate/nccl_tests_log.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace dtsim::calibrate {
+
+namespace {
+
+std::vector<std::string> tokens(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream ss(s);
+  std::string t;
+  while (ss >> t) out.push_back(t);
+  return out;
+}
+
+std::optional<std::int64_t> to_int(const std::string& s) {
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> to_double(const std::string& s) {
+  double v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Column layout of the data rows, from the column titles.
+struct Columns {
+  int size = 0, count = 1, type = 2, redop = 3, root = 4;
+  int oop = 5, ip = 9;  // first of (time, algbw, busbw, wrong)
+  int width = 13;
+};
+
+// "#       size         count      type   redop    root     time   algbw   busbw #wrong ..."
+std::optional<Columns> columns_from_titles(const std::vector<std::string>& t) {
+  // t excludes the leading '#'.
+  if (t.size() < 8 || t[0] != "size" || t[1] != "count") return std::nullopt;
+  Columns c;
+  c.redop = c.root = -1;
+  int times = 0;
+  for (int i = 2; i < static_cast<int>(t.size()); ++i) {
+    const std::string& n = t[static_cast<std::size_t>(i)];
+    if (n == "type") c.type = i;
+    else if (n == "redop") c.redop = i;
+    else if (n == "root") c.root = i;
+    else if (n == "time") (times++ == 0 ? c.oop : c.ip) = i;
+  }
+  if (times != 2) return std::nullopt;
+  c.width = static_cast<int>(t.size());
+  return c;
+}
+
+std::optional<double> figure(const std::string& s, bool& bad) {
+  if (s == "N/A" || s == "n/a" || s == "-") return std::nullopt;
+  auto v = to_double(s);
+  if (!v || *v < 0) bad = true;
+  return v;
+}
+
+}  // namespace
+
+int NcclTestsLog::nodes_count() const {
+  std::set<std::string> hosts;
+  for (const auto& r : ranks) hosts.insert(r.host);
+  return hosts.empty() ? 1 : static_cast<int>(hosts.size());
+}
+
+std::optional<CollOp> op_from_name(const std::string& name) {
+  std::string n = lower(name);
+  const auto slash = n.find_last_of('/');
+  if (slash != std::string::npos) n = n.substr(slash + 1);
+  // Longest names first: "reduce_scatter" before "reduce", "all_reduce" before "reduce".
+  static const std::pair<const char*, CollOp> names[] = {
+      {"reduce_scatter", CollOp::reducescatter}, {"reducescatter", CollOp::reducescatter},
+      {"all_reduce", CollOp::allreduce},         {"allreduce", CollOp::allreduce},
+      {"all_gather", CollOp::allgather},         {"allgather", CollOp::allgather},
+      {"alltoall", CollOp::alltoall},            {"all_to_all", CollOp::alltoall},
+      {"sendrecv", CollOp::sendrecv},            {"send_recv", CollOp::sendrecv},
+      {"broadcast", CollOp::broadcast},          {"reduce", CollOp::reduce},
+  };
+  for (const auto& [key, op] : names) {
+    if (n.find(key) != std::string::npos) return op;
+  }
+  return std::nullopt;
+}
+
+Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::string& name) {
+  NcclTestsLog log;
+  log.path = name;
+  const std::optional<CollOp> file_op = op_from_name(name);
+  bool start_new = false;            // the next row opens a new table
+  std::optional<CollOp> next_op;     // from a "Collective test starting" line, for that table
+  Columns cols;
+  bool titles_seen = false;
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  auto current = [&]() -> NcclTestsTable& {
+    if (log.tables.empty() || start_new) {
+      NcclTestsTable t;
+      t.op = next_op ? next_op : (log.tables.empty() ? file_op : log.tables.back().op);
+      t.first_line = lineno;
+      log.tables.push_back(t);
+      start_new = false;
+      next_op.reset();
+    }
+    return log.tables.back();
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    if (line[first] == '#') {
+      const std::string body = line.substr(first + 1);
+      const auto t = tokens(body);
+      if (t.empty()) continue;
+      if (t[0] == "Rank" && t.size() >= 2) {
+        NcclTestsRank r;
+        r.rank = static_cast<int>(to_int(t[1]).value_or(0));
+        for (std::size_t i = 2; i + 1 < t.size(); ++i) {
+          if (t[i] == "on") r.host = t[i + 1];
+          if (t[i] == "device") {
+            r.device = static_cast<int>(to_int(t[i + 1]).value_or(0));
+            // The GPU's name follows the bus id "[0x..]".
+            std::size_t j = i + 2;
+            if (j < t.size() && !t[j].empty() && t[j][0] == '[') ++j;
+            for (; j < t.size(); ++j) r.gpu += (r.gpu.empty() ? "" : " ") + t[j];
+            break;
+          }
+        }
+        log.ranks.push_back(r);
+        continue;
+      }
+      if (t[0] == "nThread" || t[0] == "nGpus") {
+        for (std::size_t i = 0; i + 1 < t.size(); ++i) {
+          if (t[i] == "nThread") log.nthread = static_cast<int>(to_int(t[i + 1]).value_or(0));
+          if (t[i] == "nGpus") log.ngpus = static_cast<int>(to_int(t[i + 1]).value_or(0));
+        }
+        continue;
+      }
+      if (t.size() >= 3 && t[0] == "nccl-tests" && t[1] == "version") {
+        log.version_line = body;
+        continue;
+      }
+      if (body.find("Collective test starting") != std::string::npos) {
+        const auto colon = body.find(':');
+        if (colon != std::string::npos) next_op = op_from_name(body.substr(colon + 1));
+        start_new = true;
+        continue;
+      }
+      if (auto c = columns_from_titles(t)) {
+        cols = *c;
+        titles_seen = true;
+        // New column titles after rows start a new table (several tests in one log).
+        if (!log.tables.empty() && !log.tables.back().rows.empty()) start_new = true;
+        continue;
+      }
+      if (body.find("Avg bus bandwidth") != std::string::npos) {
+        const auto colon = body.find(':');
+        if (colon != std::string::npos && !log.tables.empty()) {
+          const auto v = tokens(body.substr(colon + 1));
+          if (!v.empty()) log.tables.back().avg_busbw_GBps = to_double(v[0]);
+        }
+      }
+      continue;
+    }
+    const auto t = tokens(line);
+    // A data row starts with the size in bytes; anything else is foreign output.
+    if (!to_int(t[0])) {
+      ++log.skipped_lines;
+      const auto env = line.find("NCCL_ALGO set by environment to");
+      if (env != std::string::npos) {
+        const auto v = tokens(line.substr(env + 31));
+        if (!v.empty()) log.algo_env = v[0];
+      }
+      continue;
+    }
+    if (!titles_seen) cols = Columns{};
+    auto bad_row = [&](const std::string& why) {
+      return Error(fmt::format("{}:{}: cannot read this nccl-tests row ({}): {}", name, lineno, why, line.substr(first)));
+    };
+    if (static_cast<int>(t.size()) != cols.width) {
+      return bad_row(fmt::format("expected {} columns, found {}", cols.width, t.size()));
+    }
+    NcclTestsRow row;
+    row.line = lineno;
+    row.bytes = *to_int(t[static_cast<std::size_t>(cols.size)]);
+    const auto count = to_int(t[static_cast<std::size_t>(cols.count)]);
+    if (!count || *count < 0 || row.bytes < 0) return bad_row("size and count must be non-negative integers");
+    row.count = *count;
+    row.type = t[static_cast<std::size_t>(cols.type)];
+    if (cols.redop >= 0) row.redop = t[static_cast<std::size_t>(cols.redop)];
+    if (cols.root >= 0) {
+      const auto root = to_int(t[static_cast<std::size_t>(cols.root)]);
+      if (!root) return bad_row("root is not an integer");
+      row.root = static_cast<int>(*root);
+    }
+    bool bad = false;
+    auto read = [&](int at, NcclTestsFigures& f) {
+      const auto i = static_cast<std::size_t>(at);
+      f.time_us = figure(t[i], bad);
+      f.algbw_GBps = figure(t[i + 1], bad);
+      f.busbw_GBps = figure(t[i + 2], bad);
+      if (t[i + 3] != "N/A" && t[i + 3] != "n/a") {
+        // #wrong is a count; older versions print the largest error instead ("error", 2e-07).
+        if (const auto w = to_int(t[i + 3])) {
+          if (*w < 0) bad = true;
+          f.wrong = w;
+        } else if (!to_double(t[i + 3])) {
+          bad = true;
+        }
+      }
+    };
+    read(cols.oop, row.out_of_place);
+    read(cols.ip, row.in_place);
+    if (bad) return bad_row("time, algbw, busbw and #wrong must be non-negative numbers or N/A");
+    current().rows.push_back(row);
+  }
+  std::size_t rows = 0;
+  for (const auto& tb : log.tables) rows += tb.rows.size();
+  if (rows == 0) {
+    return Error(fmt::format("{}: no nccl-tests data rows (lines of the form 'size count type redop root time algbw busbw #wrong "
+                             "time algbw busbw #wrong'); is this an nccl-tests log?",
+                             name));
+  }
+  return log;
+}
+
+Expected<NcclTestsLog> read_nccl_tests(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(fmt::format("{}: cannot open the file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_nccl_tests(ss.str(), path);
+}
+
+}  // namespace dtsim::calibrate

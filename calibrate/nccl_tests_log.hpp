@@ -1,0 +1,74 @@
+// Reading the text output of NVIDIA's nccl-tests (all_reduce_perf and friends), which many users
+// already have for their clusters, into collective samples for `dtsim fit`.
+//
+// The format (nccl-tests src/common.cu): comment lines start with '#': the run's settings
+// ("# nThread 1 nGpus 1 minBytes 8 maxBytes ... iters: 20 ..."), one "#  Rank  N Group G Pid P on
+// HOST device D [BUS] NAME" line per rank, the column titles, and the trailer ("# Out of bounds
+// values : 0 OK", "# Avg bus bandwidth : 66.6"). Data rows are
+//   size count type redop root  time algbw busbw #wrong  time algbw busbw #wrong
+// with the out-of-place figures first and the in-place ones second (older versions lack the
+// root column; the column titles say which). "N/A" stands for a value that was not measured.
+// Other lines (NCCL INFO/WARN output, launcher messages) are skipped and counted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/metrics.hpp"
+#include "sim/expected.hpp"
+
+namespace dtsim::calibrate {
+
+struct NcclTestsFigures {
+  std::optional<double> time_us, algbw_GBps, busbw_GBps;
+  std::optional<std::int64_t> wrong;
+};
+
+struct NcclTestsRow {
+  int line = 0;
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+  std::string type;
+  std::string redop;
+  int root = -1;
+  NcclTestsFigures out_of_place, in_place;
+};
+
+struct NcclTestsRank {
+  int rank = 0;
+  std::string host;
+  int device = 0;
+  std::string gpu;  // e.g. "NVIDIA H100 80GB HBM3"
+};
+
+// One table of a log (a log may hold several, one per collective test).
+struct NcclTestsTable {
+  std::optional<CollOp> op;  // from "# Collective test starting: X", or the file name
+  int first_line = 0;
+  std::vector<NcclTestsRow> rows;
+  std::optional<double> avg_busbw_GBps;
+};
+
+struct NcclTestsLog {
+  std::string path;
+  std::vector<NcclTestsRank> ranks;  // from the "#  Rank" lines
+  int nthread = 0, ngpus = 0;        // from the settings line (0 when absent)
+  std::string version_line;          // "# nccl-tests version ..." when present
+  std::vector<NcclTestsTable> tables;
+  int skipped_lines = 0;             // non-comment lines that are not data rows
+  std::string algo_env;              // "NCCL_ALGO set by environment to X" in NCCL's INFO output
+  int ranks_count() const { return static_cast<int>(ranks.size()); }
+  int nodes_count() const;           // distinct hosts (1 when unknown)
+};
+
+// The collective named by an nccl-tests binary or log name: "all_reduce_perf.log" -> allreduce.
+std::optional<CollOp> op_from_name(const std::string& name);
+
+// Parses a log's text; `name` is used in errors ("name:line: ...") and to guess the collective.
+// Errors: a data row that cannot be read, or no data rows at all.
+Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::string& name);
+Expected<NcclTestsLog> read_nccl_tests(const std::string& path);
+
+}  // namespace dtsim::calibrate

@@ -1,0 +1,138 @@
+// `dtsim fit` and `dtsim validate` as a user runs them: the published nccl-tests figures fitted into
+// a profile that `dtsim collective --hw-profile` accepts, and bad input refused with exit code 2,
+// a message naming the file and line, and nothing written.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int status = p ? pclose(p) : -1;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp(const std::string& name) {
+  const auto p = std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+std::string source(const std::string& rel) { return std::string(DTSIM_SOURCE_DIR) + "/" + rel; }
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kA100Log = source("data/calibration/published/all_reduce_perf-a100.log");
+
+TEST(FitCli, PublishedLogGivesAProfileThatCollectiveAccepts) {
+  const std::string profile = temp("a100.yaml");
+  const Result r = run("fit --nccl-tests " + kA100Log + " -o " + profile);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("held-out"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nccl.allreduce.8x1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("presets: gpu a100-sxm4-80g, node dgx-a100-80g"), std::string::npos) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(profile));
+  EXPECT_FALSE(std::filesystem::exists(profile + ".check.tmp"));
+
+  const std::string json = temp("a100-collective.json");
+  const Result c = run("collective --cluster dgx-a100-80g -b 1K -e 8G --hw-profile " + profile + " --json " + json);
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto rows = nlohmann::json::parse(slurp(json)).at("rows");
+  ASSERT_EQ(rows.size(), 24u);
+  // Published (data/published/nccl-allreduce-8gpu-published.csv): 0.04 GB/s at 1 KiB, 231.58 at 8 GiB.
+  EXPECT_NEAR(rows.front().at("busbw_GBps").get<double>(), 0.04, 0.01);
+  EXPECT_NEAR(rows.back().at("busbw_GBps").get<double>(), 231.58, 0.02 * 231.58);
+}
+
+TEST(FitCli, SameInputGivesTheSameProfile) {
+  const std::string a = temp("same-a.yaml"), b = temp("same-b.yaml");
+  ASSERT_EQ(run("fit --nccl-tests " + kA100Log + " -o " + a).code, 0);
+  ASSERT_EQ(run("fit --nccl-tests " + kA100Log + " -o " + b).code, 0);
+  EXPECT_EQ(slurp(a), slurp(b));
+}
+
+TEST(FitCli, BadInputIsRefusedWithNothingWritten) {
+  const std::string profile = temp("never.yaml");
+  struct Case {
+    std::string name, args, expect;
+  };
+  const std::string malformed = temp("malformed.jsonl");
+  write(malformed, R"({"schema": "dtsim-calibrate/1", "suite": "overhead", "point": "a", "params": {"what": "kernel_gpu"}, "result": {"time_s": 1e-6}})"
+                   "\n{\"schema\": \"dtsim-calibrate/1\", \"suite\"\n");
+  const std::string unknown = temp("unknown.jsonl");
+  write(unknown, R"({"schema": "dtsim-calibrate/1", "suite": "warp-speed", "point": "a", "result": {"time_s": 1e-6}})" "\n");
+  const std::string empty = temp("empty.jsonl");
+  write(empty, "");
+  const std::string norows = temp("all_reduce_perf.log");
+  write(norows, "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592\n# Avg bus bandwidth    : 0\n");
+  const std::vector<Case> cases{
+      {"malformed JSONL", malformed + " -o " + profile, malformed + ":2:"},
+      {"unknown suite", unknown + " -o " + profile, unknown + ":1: unknown suite 'warp-speed'"},
+      {"empty input", empty + " -o " + profile, "no records"},
+      {"log without rows", "--nccl-tests " + norows + " -o " + profile, "no nccl-tests data rows"},
+      {"no input", "-o " + profile, "nothing to fit"},
+      {"unwritable profile", "--nccl-tests " + kA100Log + " -o /nonexistent-dtsim-dir/p.yaml", "/nonexistent-dtsim-dir/p.yaml"},
+      {"unknown algorithm", "--nccl-tests " + kA100Log + " --algo warp -o " + profile, "--algo"},
+      {"missing file", temp("missing.jsonl") + " -o " + profile, "cannot open"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run("fit " + c.args);
+    EXPECT_EQ(r.code, 2) << c.name << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.name << "\n" << r.out;
+    EXPECT_FALSE(std::filesystem::exists(profile)) << c.name;
+  }
+}
+
+TEST(ValidateCli, ComparesAndWritesTables) {
+  const std::string csv = temp("validation.csv"), json = temp("validation.json");
+  const Result r = run("validate " + source("tests/calibrate/data/validate-fixture.jsonl") + " --csv " + csv + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("MAPE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out of memory"), std::string::npos) << r.out;  // the failed point is listed
+  EXPECT_NE(slurp(csv).find("gpt-tiny/seq128/mb4/gpus1"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(slurp(json)).at("summary").at("points"), 2);
+}
+
+TEST(ValidateCli, BadInputIsRefused) {
+  const std::string calib = temp("calib.jsonl");
+  write(calib, R"({"schema": "dtsim-calibrate/1", "suite": "overhead", "point": "a", "params": {"what": "kernel_gpu"}, "result": {"time_s": 1e-6}})" "\n");
+  const Result r = run("validate " + calib);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("dtsim fit"), std::string::npos) << r.out;
+  const Result none = run("validate");
+  EXPECT_EQ(none.code, 2) << none.out;
+  const Result prof = run("validate " + source("tests/calibrate/data/validate-fixture.jsonl") + " --hw-profile " + temp("nope.yaml"));
+  EXPECT_EQ(prof.code, 2) << prof.out;
+}
+
+}  // namespace

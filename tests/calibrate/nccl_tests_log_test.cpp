@@ -1,0 +1,144 @@
+// The nccl-tests log reader: the format's variants (settings, rank lines, NCCL INFO noise, N/A,
+// older logs without the root column, several tables), errors naming file:line, and the
+// published figures reformatted as a log (data/calibration/published/), checked against the CSV
+// they come from. The inline logs are format fixtures; their numbers are not measurements.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "calibrate/nccl_tests_log.hpp"
+#include "calibrate/published.hpp"
+
+namespace dtsim::calibrate {
+namespace {
+
+const char* kTwoNodes = R"(# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  41234 on     node01 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  41235 on     node01 device  1 [0x2a] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid  51234 on     node02 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid  51235 on     node02 device  1 [0x2a] NVIDIA H100 80GB HBM3
+node01:41234:41234 [0] NCCL INFO NCCL_ALGO set by environment to Ring
+node01:41234:41234 [0] NCCL INFO Bootstrap : Using eth0
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1    40.00    0.00    0.00      0    41.00    0.00    0.00      0
+          16             4     float     sum      -1    42.00    0.00    0.00      0    43.00    0.00    0.00    N/A
+          32             8     float     sum      -1      N/A     N/A     N/A    N/A    44.00    0.00    0.00      2
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0.001
+#
+)";
+
+TEST(NcclTestsLog, ReadsRanksRowsAndTrailer) {
+  auto log = parse_nccl_tests(kTwoNodes, "logs/all_reduce_perf.out");
+  ASSERT_TRUE(log.ok()) << log.error().message;
+  EXPECT_EQ(log->ranks_count(), 4);
+  EXPECT_EQ(log->nodes_count(), 2);
+  EXPECT_EQ(log->ranks[2].host, "node02");
+  EXPECT_EQ(log->ranks[3].gpu, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(log->nthread, 1);
+  EXPECT_EQ(log->ngpus, 1);
+  EXPECT_EQ(log->skipped_lines, 2);  // the NCCL INFO lines
+  EXPECT_EQ(log->algo_env, "Ring");
+  ASSERT_EQ(log->tables.size(), 1u);
+  const auto& t = log->tables[0];
+  EXPECT_EQ(t.op, CollOp::allreduce);
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0].bytes, 8);
+  EXPECT_EQ(t.rows[0].count, 2);
+  EXPECT_EQ(t.rows[0].type, "float");
+  EXPECT_EQ(t.rows[0].redop, "sum");
+  EXPECT_EQ(t.rows[0].root, -1);
+  EXPECT_DOUBLE_EQ(*t.rows[0].out_of_place.time_us, 40.0);
+  EXPECT_DOUBLE_EQ(*t.rows[0].in_place.time_us, 41.0);
+  EXPECT_FALSE(t.rows[1].in_place.wrong.has_value());
+  EXPECT_FALSE(t.rows[2].out_of_place.time_us.has_value());
+  EXPECT_EQ(*t.rows[2].in_place.wrong, 2);
+  EXPECT_EQ(t.rows[2].line, 16);
+  ASSERT_TRUE(t.avg_busbw_GBps.has_value());
+  EXPECT_DOUBLE_EQ(*t.avg_busbw_GBps, 0.001);
+}
+
+TEST(NcclTestsLog, OlderLogsWithoutRootAndSeveralTables) {
+  const char* text = R"(# Collective test starting: all_gather_perf
+#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+        1024           256     float    none    10.00    0.10    0.09  0e+00    10.50    0.10    0.09  0e+00
+# Collective test starting: reduce_scatter_perf
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+        1024           256     float     sum      -1    11.00    0.09    0.08      0    12.00    0.09    0.07      0
+        2048           512     float     sum      -1    11.50    0.18    0.16      0    12.50    0.16    0.14      0
+)";
+  auto log = parse_nccl_tests(text, "mixed.log");
+  ASSERT_TRUE(log.ok()) << log.error().message;
+  ASSERT_EQ(log->tables.size(), 2u);
+  EXPECT_EQ(log->tables[0].op, CollOp::allgather);
+  EXPECT_EQ(log->tables[1].op, CollOp::reducescatter);
+  EXPECT_EQ(log->tables[0].rows[0].root, -1);
+  EXPECT_EQ(log->tables[0].rows[0].redop, "none");
+  EXPECT_FALSE(log->tables[0].rows[0].out_of_place.wrong.has_value());  // an error size, not a count of wrong values
+  EXPECT_EQ(log->tables[1].rows.size(), 2u);
+}
+
+TEST(NcclTestsLog, GarbageRowsNameFileAndLine) {
+  const std::string text = std::string("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n") +
+                           "        1024           256     float     sum      -1    11.00    0.09    0.08      0    12.00    0.09    0.07      0\n" +
+                           "        2048           512     float     sum      -1    fast    0.18    0.16      0    12.50    0.16    0.14      0\n";
+  auto log = parse_nccl_tests(text, "bad.log");
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.error().message.find("bad.log:3:"), std::string::npos) << log.error().message;
+
+  auto short_row = parse_nccl_tests("        1024           256     float     sum\n", "short.log");
+  ASSERT_FALSE(short_row.ok());
+  EXPECT_NE(short_row.error().message.find("short.log:1:"), std::string::npos) << short_row.error().message;
+
+  auto none = parse_nccl_tests("# nThread 1 nGpus 8\n# Avg bus bandwidth : 1\nsrun: job 42 done\n", "empty.log");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("no nccl-tests data rows"), std::string::npos) << none.error().message;
+}
+
+TEST(NcclTestsLog, CollectiveFromTheName) {
+  EXPECT_EQ(op_from_name("/x/all_reduce_perf.log"), CollOp::allreduce);
+  EXPECT_EQ(op_from_name("reduce_scatter_perf"), CollOp::reducescatter);
+  EXPECT_EQ(op_from_name("run-alltoall_perf-8n.txt"), CollOp::alltoall);
+  EXPECT_EQ(op_from_name("broadcast_perf"), CollOp::broadcast);
+  EXPECT_EQ(op_from_name("reduce_perf"), CollOp::reduce);
+  EXPECT_EQ(op_from_name("sendrecv_perf"), CollOp::sendrecv);
+  EXPECT_EQ(op_from_name("results.txt"), std::nullopt);
+}
+
+// The reformatted published logs hold exactly the published bus bandwidths, and times consistent
+// with nccl-tests' definitions (busbw = size / time x 2(n-1)/n).
+TEST(NcclTestsLog, PublishedReformattingMatchesTheCsv) {
+  auto csv = read_published_busbw(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-allreduce-8gpu-published.csv");
+  ASSERT_TRUE(csv.ok());
+  const std::map<std::string, std::string> logs{{"azure-nd-h100-v5", "all_reduce_perf-h100-nvls.log"},
+                                                {"azure-nd-a100-v4", "all_reduce_perf-a100.log"}};
+  for (const auto& [system, file] : logs) {
+    auto log = read_nccl_tests(std::string(DTSIM_SOURCE_DIR) + "/data/calibration/published/" + file);
+    ASSERT_TRUE(log.ok()) << log.error().message;
+    EXPECT_EQ(log->ranks_count(), 8);
+    EXPECT_EQ(log->nodes_count(), 1);
+    ASSERT_EQ(log->tables.size(), 1u);
+    EXPECT_EQ(log->tables[0].op, CollOp::allreduce);
+    std::map<std::int64_t, double> published;
+    for (const auto& r : *csv) {
+      if (r.system == system) published[r.bytes] = r.busbw_GBps;
+    }
+    ASSERT_EQ(log->tables[0].rows.size(), published.size()) << file;
+    for (const auto& row : log->tables[0].rows) {
+      ASSERT_TRUE(published.count(row.bytes)) << row.bytes;
+      EXPECT_DOUBLE_EQ(*row.in_place.busbw_GBps, published[row.bytes]) << file << " " << row.bytes;
+      EXPECT_FALSE(row.out_of_place.time_us.has_value());
+      const double busbw = busbw_GBps(CollOp::allreduce, 8, static_cast<double>(row.bytes), *row.in_place.time_us * 1e-6);
+      EXPECT_NEAR(busbw, published[row.bytes], 0.005 * published[row.bytes] + 0.01) << file << " " << row.bytes;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::calibrate
