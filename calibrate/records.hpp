@@ -69,6 +69,7 @@ class ResultLog {
   // `retry_errors`.
   bool done(const std::string& point, bool retry_errors = false) const;
   std::size_t recorded() const { return status_.size(); }
+  const std::map<std::string, std::string>& statuses() const { return status_; }  // point -> status
   bool repaired() const { return repaired_; }  // a torn last line was cut off
   const std::string& path() const { return path_; }
 

@@ -7,3 +7,18 @@ dtsim_test(test_calibrate
 dtsim_test(test_calibrate_cli SOURCES calibrate/calibrate_cli_test.cpp DEPS nlohmann_json::nlohmann_json)
 target_compile_definitions(test_calibrate_cli PRIVATE DTSIM_BINARY="$<TARGET_FILE:dtsim>")
 add_dependencies(test_calibrate_cli dtsim)
+
+# The GPU harness and the validation workload: --help works anywhere; the measurements are GPU
+# tests (label gpu) that exit 77, skipped, where no GPU is present.
+if(TARGET dtsim-calibrate)
+  add_test(NAME calibrate_help COMMAND dtsim-calibrate --help)
+  add_test(NAME calibrate_gpu_overheads
+    COMMAND dtsim-calibrate --quick --benchmark_filter=overhead --fresh --out ${CMAKE_CURRENT_BINARY_DIR}/gpu-overheads.jsonl)
+  set_tests_properties(calibrate_gpu_overheads PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endif()
+if(TARGET dtsim-validate)
+  add_test(NAME validate_workload_help COMMAND dtsim-validate --help)
+  add_test(NAME validate_workload_gpu
+    COMMAND dtsim-validate --quick --models gpt-125m --batches 1 --gpus 1 --steps 2 --fresh --out ${CMAKE_CURRENT_BINARY_DIR}/gpu-validate.jsonl)
+  set_tests_properties(validate_workload_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endif()
