@@ -1,0 +1,160 @@
+#include "workloads/memory_estimate.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "workloads/program.hpp"
+#include "workloads/schedule.hpp"
+
+namespace dtsim::workloads {
+
+namespace {
+
+using I = std::int64_t;
+
+int element_bytes(hw::DType precision) { return precision == hw::DType::fp32 || precision == hw::DType::tf32 ? 4 : 2; }
+
+Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const Layout& lay, int micro, int v, MemoryEstimate& out) {
+  const TrainingSpec& tr = in.training;
+  const ParallelSpec& par = in.parallel;
+  ProgramShape sh;
+  sh.micro_batch = tr.micro_batch;
+  sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
+  sh.tp = lay.tp();
+  sh.cp = lay.cp();
+  sh.ep = lay.ep();
+  sh.sequence_parallel = par.sequence_parallel && lay.tp() > 1;
+  sh.precision = tr.precision;
+  sh.recompute = tr.recompute;
+  sh.attention = tr.attention;
+  if (auto st = validate_transformer(m, sh); !st) return st;
+  const int p = lay.pp();
+  const int vstages = p * v;
+  if (m.layers < vstages) {
+    return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, v), "parallel.pp");
+  }
+  const LayerProgram emb = transformer_embedding(m, sh);
+  const LayerProgram block = transformer_block(m, sh);
+  const LayerProgram head = transformer_head(m, sh);
+  const int e_bytes = element_bytes(tr.precision);
+  ActivationShape as;
+  as.micro_batch = tr.micro_batch;
+  as.seq = sh.seq;
+  as.tp = sh.tp;
+  as.cp = sh.cp;
+  as.sequence_parallel = sh.sequence_parallel;
+  as.recompute = tr.recompute;
+  as.attention = tr.attention;
+  as.act_bytes = e_bytes;
+  as.dropout = m.bias;
+  const double per_layer_act = layer_activation_bytes(m, as);
+  // Layers of each virtual stage: as even as possible, the first ones taking the remainder (as the
+  // engine splits them).
+  const int base = static_cast<int>(m.layers) / vstages, extra = static_cast<int>(m.layers) % vstages;
+  for (int s = 0; s < p; ++s) {
+    StageFootprint f;
+    f.stage = s;
+    for (int c = 0; c < v; ++c) {
+      const int g = virtual_stage(p, s, c);
+      const int blocks = base + (g < extra ? 1 : 0);
+      f.layers += blocks;
+      f.dense_params += static_cast<double>(blocks) * static_cast<double>(block.params);
+      f.expert_params += static_cast<double>(blocks) * static_cast<double>(block.expert_params);
+      if (g == 0) {
+        f.has_embedding = true;
+        f.dense_params += static_cast<double>(emb.params);
+        f.expert_params += static_cast<double>(emb.expert_params);
+      }
+      if (g == vstages - 1) {
+        f.has_head = true;
+        f.dense_params += static_cast<double>(head.params);
+        f.expert_params += static_cast<double>(head.expert_params);
+      }
+    }
+    auto ops = stage_schedule(par.schedule, p, micro, v, s);
+    if (!ops) return ops.error();
+    f.in_flight = max_in_flight(*ops);
+    const double layers_per_chunk = static_cast<double>(f.layers) / v;
+    f.activation_bytes = f.in_flight * layers_per_chunk * per_layer_act;
+    if (f.has_embedding) f.activation_bytes += f.in_flight * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden * e_bytes);
+    if (f.has_head) f.activation_bytes += 4.0 * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp)) * static_cast<double>(m.vocab) / lay.tp();
+    out.stages.push_back(f);
+  }
+  return {};
+}
+
+Status cnn_stages(const CnnSpec& m, const StepInputs& in, const Layout& lay, MemoryEstimate& out) {
+  if (lay.tp() != 1 || lay.pp() != 1 || lay.cp() != 1 || lay.ep() != 1) {
+    return Error(fmt::format("model '{}' is a CNN: only data parallelism is modelled for CNNs (tp = pp = cp = ep = 1)", m.name), "parallel");
+  }
+  const TrainingSpec& tr = in.training;
+  ProgramShape sh;
+  sh.micro_batch = tr.micro_batch;
+  sh.precision = tr.precision;
+  sh.recompute = tr.recompute;
+  StageFootprint f;
+  const auto layers = cnn_program(m, sh);
+  for (const auto& l : layers) f.dense_params += static_cast<double>(l.params);
+  f.layers = static_cast<int>(layers.size());
+  f.in_flight = 1;
+  const int e_bytes = element_bytes(tr.precision);
+  for (const CnnLayer& l : m.layers) f.activation_bytes += static_cast<double>(tr.micro_batch * l.in_channels * l.in_h * l.in_w * e_bytes);
+  out.stages.push_back(f);
+  return {};
+}
+
+}  // namespace
+
+Expected<MemoryEstimate> estimate_memory(const hw::Topology& topo, const StepInputs& in) {
+  auto lay = Layout::make(in.parallel, topo.gpus());
+  if (!lay) return lay.error();
+  const ParallelSpec& par = in.parallel;
+  const TrainingSpec& tr = in.training;
+  const int v = par.schedule == PipelineSchedule::interleaved_1f1b ? par.virtual_stages : 1;
+  if (par.schedule != PipelineSchedule::interleaved_1f1b && par.virtual_stages != 1) {
+    return Error("virtual_stages > 1 needs schedule: interleaved-1f1b", "parallel.virtual_stages");
+  }
+  if (tr.micro_batch < 1) return Error("must be at least 1", "training.micro_batch");
+  if (tr.global_batch < 1) return Error("must be at least 1", "training.global_batch");
+  const I per_step = tr.micro_batch * lay->dp();
+  if (tr.global_batch % per_step != 0) {
+    return Error(fmt::format("global_batch ({}) must be a multiple of micro_batch x dp = {} x {} = {}", tr.global_batch, tr.micro_batch,
+                             lay->dp(), per_step),
+                 "training.global_batch");
+  }
+  if (par.zero < 0 || par.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", par.zero), "parallel.zero");
+  MemoryEstimate out;
+  out.micro_batches = static_cast<int>(tr.global_batch / per_step);
+  if (const auto* tm = std::get_if<TransformerSpec>(&in.model)) {
+    const hw::GpuSpec& gpu = topo.node_template(0).spec().gpu;
+    if (gpu.peak.count(tr.precision) == 0) {
+      return Error(fmt::format("{} has no {} support", gpu.name, hw::to_string(tr.precision)), "training.precision");
+    }
+    if (auto st = transformer_stages(*tm, in, *lay, out.micro_batches, v, out); !st) return st.error();
+  } else {
+    if (auto st = cnn_stages(std::get<CnnSpec>(in.model), in, *lay, out); !st) return st.error();
+  }
+  for (StageFootprint& f : out.stages) {
+    StageMemoryInput mi;
+    mi.stage = f.stage;
+    mi.dense_params = f.dense_params;
+    mi.expert_params = f.expert_params;
+    mi.dp = lay->dp();
+    mi.expert_dp = std::max(1, lay->dp() / lay->ep());
+    mi.activations = f.activation_bytes;
+    if (par.zero >= 3) mi.gathered_params = 2.0 * f.dense_params / std::max(1, f.layers);
+    const int rank = lay->rank(Coords{0, 0, 0, f.stage});
+    const Bytes capacity = topo.node_template(topo.node_of(rank)).spec().gpu.memory;
+    f.memory = stage_memory(mi, tr, par.zero, in.memory, capacity);
+    if (f.memory.total > out.peak.total) out.peak = f.memory;
+    if (!f.memory.fits && out.fits) {
+      out.fits = false;
+      out.note = fmt::format("out of memory: rank {} (pipeline stage {}) needs {:.1f} GiB but its GPU has {:.1f} GiB", rank, f.stage,
+                             f.memory.total / 1073741824.0, f.memory.capacity / 1073741824.0);
+    }
+  }
+  return out;
+}
+
+}  // namespace dtsim::workloads
