@@ -12,6 +12,7 @@
 #include "hw/topology.hpp"
 #include "reports/output.hpp"
 #include "reports/simulate_report.hpp"
+#include "reports/trace.hpp"
 
 namespace dtsim::cli {
 
@@ -23,6 +24,8 @@ struct Options {
   std::string json;
   std::string hw_profile;
   bool list_params = false;
+  std::string trace;        // Chrome trace / Perfetto JSON of the step
+  std::string trace_ranks;  // which ranks it shows ("0-7,64"); default: the first rank of each stage
 };
 
 int run(const Options& o) {
@@ -59,6 +62,30 @@ int run(const Options& o) {
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
   }
+  // A trace records the timeline of the executors that stand for the chosen ranks.
+  reports::TraceSelection trace;
+  std::optional<workloads::Layout> trace_layout;
+  if (!o.trace.empty()) {
+    if (auto lay = workloads::Layout::make(cfg->inputs.parallel, topo->gpus())) {
+      std::vector<int> requested;
+      if (!o.trace_ranks.empty()) {
+        auto ranks = reports::parse_rank_list(o.trace_ranks, topo->gpus());
+        if (!ranks) {
+          print_error(ranks.error().field + ": " + ranks.error().message);
+          return kExitBadInput;
+        }
+        requested = *ranks;
+      }
+      trace = reports::select_trace_ranks(requested, *lay, cfg->inputs.symmetric);
+      if (trace.cut) {
+        std::fprintf(stderr, "dtsim: warning: the trace shows at most %d simulated executors (stage, replica); ranks beyond them are left out\n",
+                     reports::kMaxTraceExecutors);
+      }
+      cfg->inputs.record_timeline = true;
+      cfg->inputs.timeline_stages = trace.stages;
+      trace_layout = *lay;
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto result = workloads::simulate_step(*topo, cfg->inputs);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -92,6 +119,13 @@ int run(const Options& o) {
       return kExitFailure;
     }
   }
+  if (trace_layout) {
+    const reports::TraceInfo info{rep.model + " on " + rep.cluster, rep.result.layout, rep.result.symmetry_note};
+    if (auto st = reports::write_file_atomic(o.trace, reports::chrome_trace(rep.result, *trace_layout, *topo, trace, info)); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
   std::fputs(reports::render_simulate(rep).c_str(), stdout);
   std::fprintf(stderr, "dtsim: simulated in %.2f s (%llu events, %llu collectives)\n", wall,
                static_cast<unsigned long long>(rep.result.events), static_cast<unsigned long long>(rep.result.collectives));
@@ -107,6 +141,8 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--set", o->sets, "Override any key, e.g. --set parallel.tp=4 --set model=llama3-8b");
   cmd->add_option("--json", o->json, "Also write {config, result} as JSON to this file");
   cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
+  cmd->add_option("--trace", o->trace, "Write the simulated step as Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--trace-ranks", o->trace_ranks, "Ranks the trace shows, e.g. 0-7,64 (default: the first rank of each pipeline stage)");
   cmd->add_flag("--list-params", o->list_params, "List the model parameters (communication, compute, memory) with defaults and sources");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
