@@ -1,0 +1,254 @@
+// dtsim sweep, plan and report as a user runs them: outputs, exit codes, the messages for bad
+// input, failed points as rows, the progress bar only on a terminal, and traces from simulate.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args, const std::string& prefix = "") {
+  const std::string cmd = prefix + std::string(DTSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int status = p ? pclose(p) : -1;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
+std::string source(const std::string& rel) { return std::string(DTSIM_SOURCE_DIR) + "/" + rel; }
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+std::string write(const std::string& name, const std::string& text) {
+  const std::string path = temp(name);
+  std::ofstream(path) << text;
+  return path;
+}
+std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+const std::string kSweep =
+    "question: Which micro-batch?\n"
+    "base:\n"
+    "  cluster: {node: dgx-h100, nodes: 1}\n"
+    "  model: gpt3-1.3b\n"
+    "  training: {global_batch: 64, micro_batch: 1, seq_len: 2048}\n"
+    "axes:\n"
+    "  parallel.tp: [1, 3]\n"
+    "  training.micro_batch: [1, 2]\n";
+
+TEST(SweepCli, WritesRowsDocumentAndCsvAndKeepsFailedPointsAsRows) {
+  const std::string spec = write("cli-sweep.yaml", kSweep);
+  const std::string out = temp("cli-sweep.jsonl"), doc = temp("cli-sweep.json"), csv = temp("cli-sweep.csv");
+  const Result r = run("sweep " + spec + " -o " + out + " --json " + doc + " --csv " + csv + " -j 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("\r["), std::string::npos) << "no progress bar when stderr is not a terminal";
+  EXPECT_EQ(lines(slurp(out)), 5u);  // header + 4 rows
+  const json d = json::parse(slurp(doc));
+  ASSERT_EQ(d["rows"].size(), 4u);
+  // tp 3 divides neither the 8 GPUs nor the 32 heads: those points are rows with the reason.
+  for (int i : {2, 3}) {
+    EXPECT_EQ(d["rows"][i]["status"], "error");
+    EXPECT_NE(d["rows"][i]["error"].get<std::string>().find("tp"), std::string::npos) << d["rows"][i]["error"];
+  }
+  EXPECT_EQ(d["rows"][0]["status"], "ok");
+  EXPECT_TRUE(d["rows"][0]["result"].contains("step_time_s"));
+  EXPECT_EQ(d["rows"][1]["config"]["training"]["micro_batch"], 2);
+  EXPECT_EQ(lines(slurp(csv)), 5u);
+  EXPECT_NE(r.out.find("error"), std::string::npos);  // the table shows the failed rows
+}
+
+TEST(SweepCli, ProgressBarOnlyOnATerminal) {
+  const std::string spec = write("cli-tty.yaml", kSweep);
+  if (std::system("command -v script > /dev/null 2>&1") != 0) GTEST_SKIP() << "script (util-linux) is not installed";
+  // script(1) gives the command a pseudo-terminal.
+  const Result r = run("", "script -q -e -c '" + std::string(DTSIM_BINARY) + " sweep " + spec + " -j 1' /dev/null; true #");
+  EXPECT_NE(r.out.find("points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\r["), std::string::npos) << r.out;
+}
+
+TEST(SweepCli, BadInputIsAClearErrorWithTheLine) {
+  const std::string unknown = write("cli-unknown.yaml", kSweep + "  parallel.tpp: [1]\n");
+  Result r = run("sweep " + unknown);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(unknown + ":9:3: axes.parallel.tpp: unknown axis"), std::string::npos) << r.out;
+  const std::string empty = write("cli-empty.yaml", "base: {cluster: {node: dgx-h100}, model: gpt3-1.3b, training: {global_batch: 8}}\naxes: {}\n");
+  r = run("sweep " + empty);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the sweep is empty"), std::string::npos) << r.out;
+  r = run("sweep " + empty + " --resume");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--resume needs"), std::string::npos) << r.out;
+  r = run("sweep " + temp("does-not-exist.yaml"));
+  EXPECT_EQ(r.code, 2);
+}
+
+// Runs dtsim in the background with output to a file; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> argv;
+  std::string bin = DTSIM_BINARY;
+  argv.push_back(bin.data());
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  posix_spawn(&pid, DTSIM_BINARY, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+TEST(SweepCli, CtrlCKeepsFinishedPointsAndResumeCompletesIdentically) {
+  // 16 points of a fraction of a second each.
+  std::string values;
+  for (int i = 0; i < 16; ++i) values += (i ? ", " : "") + std::to_string(256 + 8 * i);
+  const std::string spec = write("cli-resume.yaml",
+                                 "base:\n  cluster: {node: dgx-h100, nodes: 1}\n  model: gpt3-13b\n"
+                                 "  training: {global_batch: 256, micro_batch: 1, seq_len: 2048, recompute: selective}\n"
+                                 "  parallel: {tp: 8, sequence_parallel: true, zero: 1}\n"
+                                 "axes:\n  training.global_batch: [" + values + "]\n");
+  const std::string whole = temp("cli-whole.jsonl"), part = temp("cli-part.jsonl"), log = temp("cli-part.log");
+  ASSERT_EQ(run("sweep " + spec + " -o " + whole + " -j 1").code, 0);
+  std::filesystem::remove(part);
+  const pid_t pid = spawn({"sweep", spec, "-o", part, "-j", "1"}, log);
+  ASSERT_GT(pid, 0);
+  // Interrupt once a few rows are in the file.
+  for (int i = 0; i < 600 && lines(slurp(part)) < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << slurp(log);
+  EXPECT_NE(slurp(log).find("--resume"), std::string::npos) << slurp(log);
+  const std::size_t kept = lines(slurp(part)) - 1;
+  EXPECT_GE(kept, 3u);
+  EXPECT_LT(kept, 16u);
+  const Result r = run("sweep " + spec + " -o " + part + " --resume -j 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(kept) + " kept from"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(16 - kept) + " simulated"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(part), slurp(whole));
+}
+
+const std::string kPlan =
+    "question: Fastest way to train GPT-3 1.3B on 10B tokens?\n"
+    "model: gpt3-1.3b\n"
+    "training: {global_batch: 64, seq_len: 2048, tokens: 1.0e10}\n"
+    "search: {tp: [1, 2], pp: [1, 2], micro_batch: [1, 2], zero: [0, 1], recompute: [none, full], schedule: [1f1b], simulate_top: 2}\n"
+    "hardware:\n"
+    "  - {name: H100, cluster: dgx-h100, gpus: [8, 16], price_per_gpu_hour: 2.5}\n"
+    "  - {name: A100, cluster: dgx-a100-80g, gpus: [16], price_per_gpu_hour: 1.5}\n";
+
+TEST(PlanCli, PrintsBestPerOptionParetoWhyAndRejectionsAndWritesAReport) {
+  const std::string spec = write("cli-plan.yaml", kPlan);
+  const std::string dir = temp("cli-plan-report"), doc = temp("cli-plan.json");
+  std::filesystem::remove_all(dir);
+  const Result r = run("plan " + spec + " --report " + dir + " --json " + doc);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"best layout per hardware option", "H100 x 8", "H100 x 16", "A100 x 16", "Pareto front", "recommended:", "near misses",
+                        "rejected layouts", "assumptions"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  for (const char* f : {"report.html", "report.md", "results.csv", "results.json", "breakdown.svg", "pareto.svg"}) {
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / f)) << f;
+  }
+  const json d = json::parse(slurp(doc));
+  EXPECT_EQ(d["dtsim"], "plan");
+  EXPECT_FALSE(d["top"].is_null());
+}
+
+TEST(PlanCli, MissingPricesAndNoFeasibleLayoutAreClearErrors) {
+  const std::string noprice = write("cli-noprice.yaml", kPlan + "  - {name: H200, cluster: hgx-h200, gpus: [8]}\n");
+  Result r = run("plan " + noprice);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(noprice + ":8:5: hardware[2]: hardware option 'H200' has no price"), std::string::npos) << r.out;
+  const std::string nofit = write("cli-nofit.yaml",
+                                  "model: gpt3-175b\ntraining: {global_batch: 64, seq_len: 2048, tokens: 1.0e9}\n"
+                                  "hardware:\n  - {name: A100, cluster: dgx-a100-80g, gpus: [8], price_per_gpu_hour: 1}\n"
+                                  "search: {tp: [1, 3, 8], pp: [1, 8], micro_batch: [1], recompute: [full]}\n");
+  r = run("plan " + nofit);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no feasible layout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("do not fit in memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fail divisibility"), std::string::npos) << r.out;
+}
+
+TEST(ReportCli, RendersSweepResultsFromTheDocumentOrTheResultsFile) {
+  const std::string spec = write("cli-report.yaml", kSweep);
+  const std::string out = temp("cli-report.jsonl"), doc = temp("cli-report.json");
+  ASSERT_EQ(run("sweep " + spec + " -o " + out + " --json " + doc).code, 0);
+  for (const std::string& input : {doc, out}) {
+    const std::string dir = temp("cli-report-" + std::to_string(input.size()));
+    std::filesystem::remove_all(dir);
+    const Result r = run("report " + input + " -o " + dir);
+    ASSERT_EQ(r.code, 0) << r.out;
+    for (const char* f : {"report.html", "report.md", "results.csv", "results.json", "breakdown.svg", "memory.svg"}) {
+      EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / f)) << input << " " << f;
+    }
+    EXPECT_NE(slurp(dir + "/report.html").find("<svg"), std::string::npos);
+    EXPECT_NE(slurp(dir + "/report.md").find("Which micro-batch?"), std::string::npos);
+  }
+  Result bad = run("report " + spec + " -o " + temp("cli-report-bad"));
+  EXPECT_EQ(bad.code, 2) << bad.out;
+}
+
+TEST(ReportCli, WithoutGnuplotTheReportSaysSoAndWritesNothing) {
+  const std::string spec = write("cli-nognuplot.yaml", kSweep);
+  const std::string doc = temp("cli-nognuplot.json"), dir = temp("cli-nognuplot");
+  ASSERT_EQ(run("sweep " + spec + " --json " + doc).code, 0);
+  std::filesystem::remove_all(dir);
+  const Result r = run("report " + doc + " -o " + dir, "env PATH=/nonexistent ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("gnuplot is not installed"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir) / "report.html"));
+}
+
+TEST(TraceCli, WritesChromeTraceJsonAndRejectsBadRanks) {
+  const std::string cfg = write("cli-trace.yaml",
+                                "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-125m\ntraining: {global_batch: 16, seq_len: 1024}\n"
+                                "parallel: {tp: 2, pp: 2, sequence_parallel: true}\n");
+  const std::string t = temp("cli-trace.json");
+  Result r = run("simulate " + cfg + " --trace " + t + " --trace-ranks 0-3,8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(slurp(t));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  EXPECT_EQ(j["displayTimeUnit"], "ns");
+  EXPECT_EQ(j["otherData"]["ranks_shown"], "0-3,8");
+  r = run("simulate " + cfg + " --trace " + temp("cli-trace-bad.json") + " --trace-ranks 0-99");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("ranks 0-15"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(temp("cli-trace-bad.json")));
+}
+
+}  // namespace
