@@ -225,6 +225,9 @@ class NcclSuite {
       std::printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
       header_printed_[static_cast<std::size_t>(&op - kOps)] = true;
     }
+    // Four fields per half, as nccl-tests prints them (N/A where nothing was measured here; errors
+    // go to stderr and the result file), so that `dtsim fit --nccl-tests` can read this output.
+    const std::string none = "     N/A     N/A     N/A    N/A";
     std::string cols[2];
     double busbw[2] = {0, 0};
     for (int ip = 0; ip < 2; ++ip) {
@@ -235,17 +238,17 @@ class NcclSuite {
                             {"in_place", in_place},               {"test", op.test}};
       if (const char* algo = std::getenv("NCCL_ALGO")) params["algo"] = algo;
       if (in_place && !op.has_in_place) {
-        cols[ip] = "    N/A     N/A     N/A    N/A";
+        cols[ip] = none;
         continue;
       }
       if (ctx_.is_done(point)) {
-        cols[ip] = "    (done: --resume)           ";
+        cols[ip] = none;  // measured by an earlier run (--resume)
         continue;
       }
       auto r = measure(op, per, size, in_place);
       if (!r) {
         ctx_.record("nccl", point, params, r.error());
-        cols[ip] = "  error                        ";
+        cols[ip] = none;
         if (ctx_.boot->rank() == 0) std::fprintf(stderr, "dtsim-calibrate: %s %s: %s\n", op.test, bytes_label(size).c_str(), r.error().message.c_str());
         continue;
       }
