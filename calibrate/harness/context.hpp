@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ class Context {
   std::set<std::string> done;            // points already recorded (resume), same on every rank
   cudaStream_t stream = nullptr;         // on device_index
   int failures = 0;
+  // What the suites hold across points (cuBLASLt, buffers, NCCL communicators), freed by main
+  // before the CUDA runtime shuts down.
+  std::vector<std::function<void()>> release;
 
   bool is_done(const std::string& point) const { return done.count(point) > 0; }
   // Appends a record (rank 0): status ok with `result`, or error with its message.

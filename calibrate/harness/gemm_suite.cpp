@@ -109,6 +109,16 @@ void run_point(Context& ctx, const GemmPoint& p, GemmRunner& runner, Arena& aren
 }  // namespace
 
 void register_gemm(Context& ctx) {
+  // Shared by every GEMM benchmark; created by the first one that runs.
+  struct Shared {
+    std::unique_ptr<GemmRunner> runner;
+    std::unique_ptr<Arena> arena;
+  };
+  auto shared = std::make_shared<Shared>();
+  ctx.release.push_back([shared] {
+    shared->arena.reset();
+    shared->runner.reset();
+  });
   std::vector<GemmKind> kinds;
   const bool fp8_ok = ctx.cc_major > 8 || (ctx.cc_major == 8 && ctx.cc_minor >= 9);
   for (GemmKind k : {GemmKind::bf16, GemmKind::fp16, GemmKind::fp8, GemmKind::tf32, GemmKind::fp32}) {
@@ -132,10 +142,6 @@ void register_gemm(Context& ctx) {
     }
     kinds.push_back(k);
   }
-  // Shared by every GEMM benchmark (registered benchmarks live to the end of main).
-  static GemmRunner runner;
-  static Arena arena;
-  static bool ready = false;
   std::vector<GemmPoint> points;
   std::set<std::string> seen;
   const std::vector<std::int64_t> tokens = ctx.opt.quick ? std::vector<std::int64_t>{2048, 8192} : std::vector<std::int64_t>{2048, 8192, 32768};
@@ -159,16 +165,18 @@ void register_gemm(Context& ctx) {
     const std::string name = "gemm/" + std::string(to_string(p.kind)) + "/" + layout + "/" + std::to_string(p.shape.m) + "x" +
                              std::to_string(p.shape.n) + "x" + std::to_string(p.shape.k);
     if (!seen.insert(name).second || ctx.is_done(name)) continue;
-    benchmark::RegisterBenchmark(name.c_str(), [&ctx, p](benchmark::State& st) {
+    benchmark::RegisterBenchmark(name.c_str(), [&ctx, p, shared](benchmark::State& st) {
       for (auto _ : st) {
-        if (!ready) {
-          if (auto s = runner.init(); !s) {
+        if (!shared->runner) {
+          auto r = std::make_unique<GemmRunner>();
+          if (auto s = r->init(); !s) {
             st.SkipWithError(s.error().message.c_str());
             break;
           }
-          ready = true;
+          shared->runner = std::move(r);
+          shared->arena = std::make_unique<Arena>();
         }
-        run_point(ctx, p, runner, arena, st);
+        run_point(ctx, p, *shared->runner, *shared->arena, st);
       }
     })->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
   }

@@ -228,8 +228,9 @@ int main(int argc, char** argv) {
     pos = nl + 1;
   }
 
-  // Single-GPU suites run on rank 0 only; collectives on every rank.
-  if (boot->rank() == 0) {
+  // One process: every suite. Under MPI (one process per GPU) only the collectives, on every
+  // rank; the single-GPU suites are the plain binary's job.
+  if (!boot->mpi()) {
     dtsim::harness::register_overhead(ctx);
     dtsim::harness::register_memory(ctx);
     dtsim::harness::register_gemm(ctx);
@@ -249,6 +250,7 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks(&quiet);
   }
   benchmark::Shutdown();
+  for (auto& release : ctx.release) release();
   const int failures = static_cast<int>(boot->max(ctx.failures));
   if (boot->rank() == 0 && failures > 0) {
     std::fprintf(stderr, "dtsim-calibrate: %d point(s) failed; their errors are in %s\n", failures, opt.out.c_str());

@@ -495,9 +495,14 @@ class NcclSuite {
 }  // namespace
 
 void register_nccl(Context& ctx) {
-  static std::unique_ptr<NcclSuite> suite;
-  static bool tried = false;
-  static std::string init_error;
+  // The communicators and buffers, made by the first collective that runs.
+  struct Shared {
+    std::unique_ptr<NcclSuite> suite;
+    bool tried = false;
+    std::string init_error;
+  };
+  auto shared = std::make_shared<Shared>();
+  ctx.release.push_back([shared] { shared->suite.reset(); });
   const std::int64_t max = ctx.opt.nccl_max > 0 ? ctx.opt.nccl_max : (ctx.opt.quick ? std::int64_t{1} << 30 : std::int64_t{8} << 30);
   for (const Op& op : kOps) {
     for (std::int64_t bytes = std::max<std::int64_t>(ctx.opt.nccl_min, 1); bytes <= max; bytes *= 2) {
@@ -505,13 +510,15 @@ void register_nccl(Context& ctx) {
       if (ctx.is_done(NcclSuite::point_name(op, bytes, false)) && (!op.has_in_place || ctx.is_done(NcclSuite::point_name(op, bytes, true)))) {
         continue;
       }
-      benchmark::RegisterBenchmark(name.c_str(), [&ctx, &op, bytes](benchmark::State& st) {
+      benchmark::RegisterBenchmark(name.c_str(), [&ctx, &op, bytes, shared](benchmark::State& st) {
+        auto& suite = shared->suite;
+        const std::string& init_error = shared->init_error;
         for (auto _ : st) {
-          if (!tried) {
-            tried = true;
+          if (!shared->tried) {
+            shared->tried = true;
             suite = std::make_unique<NcclSuite>(ctx);
             if (auto s = suite->init(); !s) {
-              init_error = s.error().message;
+              shared->init_error = s.error().message;
               suite.reset();
             }
           }

@@ -17,12 +17,14 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Median of `reps` host-timed samples of `body` (each sample averages `inner` calls).
+// Median of `reps` host-timed samples of `body` (each sample averages `inner` calls; the stream
+// is drained before each sample).
 Expected<Timing> host_timed(Context& ctx, int inner, const std::function<Status()>& body) {
   std::vector<double> samples;
   for (int w = 0; w < 3; ++w) DTSIM_CHECK(body());
   const int reps = std::max(5, ctx.timing.reps * 3);
   for (int r = 0; r < reps; ++r) {
+    DTSIM_CUDA(cudaStreamSynchronize(ctx.stream));
     const auto t0 = Clock::now();
     for (int i = 0; i < inner; ++i) DTSIM_CHECK(body());
     samples.push_back(seconds_since(t0) / inner);
@@ -46,8 +48,9 @@ Expected<Timing> measure(Context& ctx, const std::string& what) {
     }, o);
   }
   if (what == "launch_host") {
-    // Host time of one launch call (the queue is drained between samples).
-    auto t = host_timed(ctx, 1000, [&]() -> Status {
+    // Host time of one launch call: 100 launches per sample, too few to fill the launch queue
+    // (which would make the host wait for the GPU).
+    auto t = host_timed(ctx, 100, [&]() -> Status {
       DTSIM_CUDA(gpu::empty_kernel(s));
       return {};
     });

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "calibrate/nccl_tests_log.hpp"
@@ -99,6 +100,36 @@ TEST(NcclTestsLog, GarbageRowsNameFileAndLine) {
   auto none = parse_nccl_tests("# nThread 1 nGpus 8\n# Avg bus bandwidth : 1\nsrun: job 42 done\n", "empty.log");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("no nccl-tests data rows"), std::string::npos) << none.error().message;
+}
+
+// dtsim-calibrate's console output (calibrate/harness/nccl_suite.cpp prints nccl-tests' rows with
+// these formats, between Google Benchmark's own lines) reads back as a log.
+TEST(NcclTestsLog, ReadsTheHarnessConsoleOutput) {
+  char buf[512];
+  std::string text = "Running ./dtsim-calibrate\nRun on (16 X 2000 MHz CPU s)\n";
+  for (int r = 0; r < 2; ++r) {
+    std::snprintf(buf, sizeof buf, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", r, 100 + r, "gpu-node", r, "0000:18:00.0",
+                  "NVIDIA H100 80GB HBM3");
+    text += buf;
+  }
+  text += "# Collective test starting: alltoall_perf\n#  dtsim-calibrate: 2 ranks on 1 node(s), type float, 5 warm-up and 20 timed iterations\n";
+  text += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  const std::string none = "     N/A     N/A     N/A    N/A";
+  for (long long size : {1024LL, 2048LL}) {
+    char oop[96];
+    std::snprintf(oop, sizeof oop, "%8.2f %7.2f %7.2f %6lld", 20.0, 0.05, 0.03, 0LL);
+    std::snprintf(buf, sizeof buf, "%12lld  %12lld  %8s  %6s  %6d  %s  %s\n", size, size / 4, "float", "none", -1, oop, none.c_str());
+    text += buf;
+    text += "nccl/alltoall/" + std::to_string(size / 1024) + "KiB      20.0 us   35.1 us   1 busbw_GB/s=0.03\n";
+  }
+  auto log = parse_nccl_tests(text, "calibrate.log");
+  ASSERT_TRUE(log.ok()) << log.error().message;
+  EXPECT_EQ(log->ranks_count(), 2);
+  ASSERT_EQ(log->tables.size(), 1u);
+  EXPECT_EQ(log->tables[0].op, CollOp::alltoall);
+  ASSERT_EQ(log->tables[0].rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(*log->tables[0].rows[1].out_of_place.time_us, 20.0);
+  EXPECT_FALSE(log->tables[0].rows[1].in_place.time_us.has_value());
 }
 
 TEST(NcclTestsLog, CollectiveFromTheName) {
