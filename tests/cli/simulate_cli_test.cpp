@@ -201,4 +201,34 @@ TEST(ClassicCli, BadInputNamesTheField) {
   EXPECT_NE(r.out.find("energy.pue"), std::string::npos) << r.out;
 }
 
+
+TEST(ClassicCli, OneSweepComparesTheImplementations) {
+  // examples/sweeps/dp-impl-resnet50-scaling.yaml: weak scaling from 1 to 8 GPUs of one PCIe
+  // server per implementation. DDP keeps over 90% of its one-GPU throughput per GPU; nn.DataParallel
+  // and a single parameter-server shard fall below 60% (their traffic all crosses GPU 0's or one
+  // socket's PCIe links, and DataParallel's transfers block the step).
+  const std::string out = temp("dp-impl.jsonl");
+  std::filesystem::remove(out);
+  const Result r = run("sweep " + std::string(DTSIM_SOURCE_DIR) + "/examples/sweeps/dp-impl-resnet50-scaling.yaml -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::map<std::string, std::map<int, double>> per_gpu;  // impl -> gpus -> samples/s per GPU
+  std::ifstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("result")) continue;
+    ASSERT_EQ(j.at("status"), "ok") << line;
+    const int gpus = j.at("axes").at("gpus").get<int>();
+    per_gpu[j.at("axes").at("parallel.dp_impl").get<std::string>()][gpus] =
+        j.at("result").at("throughput").at("samples_per_s").get<double>() / gpus;
+  }
+  ASSERT_EQ(per_gpu.size(), 5u);
+  const auto efficiency = [&](const std::string& impl) { return per_gpu[impl][8] / per_gpu[impl][1]; };
+  EXPECT_GT(efficiency("ddp"), 0.9);
+  EXPECT_GT(efficiency("horovod"), 0.9);
+  EXPECT_LT(efficiency("dataparallel"), 0.6);
+  EXPECT_LT(efficiency("parameter-server"), 0.6);
+  EXPECT_LT(efficiency("mirrored"), efficiency("ddp"));
+}
+
 }  // namespace
