@@ -148,8 +148,9 @@ int run(const Options& o) {
   std::printf("\nfitted parameters:\n");
   for (const auto& [name, value] : fit->params) std::printf("  %-44s %s\n", name.c_str(), value.c_str());
   for (const auto& [name, eff] : fit->link_efficiency) std::printf("  %-44s %.4f\n", ("links." + name + ".efficiency").c_str(), eff);
-  std::printf("\nresiduals, (model - measured) / measured, on held-out points (every %dth point of a suite by size):\n%s", o.holdout,
-              calibrate::residual_table(*fit).c_str());
+  const std::string held = o.holdout >= 2 ? fmt::format("on held-out points (1 in {} of each suite, by size)", o.holdout)
+                                          : std::string("on the fitted points (--holdout 0: nothing held out)");
+  std::printf("\nresiduals of the time, (model - measured) / measured, %s:\n%s", held.c_str(), calibrate::residual_table(*fit).c_str());
   if (!fit->notes.empty()) {
     std::printf("\nnotes:\n");
     for (const auto& n : fit->notes) std::printf("  %s\n", n.c_str());
