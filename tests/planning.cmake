@@ -9,6 +9,11 @@ dtsim_test(test_planning_cli SOURCES planning/cli_test.cpp DEPS nlohmann_json::n
 target_compile_definitions(test_planning_cli PRIVATE DTSIM_BINARY="$<TARGET_FILE:dtsim>")
 add_dependencies(test_planning_cli dtsim)
 
+# Ctrl-C and --resume (seconds of simulations).
+dtsim_test(test_planning_resume SOURCES planning/cli_resume_test.cpp DEPS LABELS slow)
+target_compile_definitions(test_planning_resume PRIVATE DTSIM_BINARY="$<TARGET_FILE:dtsim>")
+add_dependencies(test_planning_resume dtsim)
+
 # report.html in headless Chromium (skipped without Chromium; scripts/deps --test installs it).
 find_package(PNG QUIET)
 dtsim_test(test_report_render SOURCES planning/report_render_test.cpp DEPS)

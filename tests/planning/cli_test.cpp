@@ -2,23 +2,15 @@
 // input, failed points as rows, the progress bar only on a terminal, and traces from simulate.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
-
-extern char** environ;
 
 namespace {
 
@@ -109,56 +101,6 @@ TEST(SweepCli, BadInputIsAClearErrorWithTheLine) {
   EXPECT_NE(r.out.find("--resume needs"), std::string::npos) << r.out;
   r = run("sweep " + temp("does-not-exist.yaml"));
   EXPECT_EQ(r.code, 2);
-}
-
-// Runs dtsim in the background with output to a file; returns its pid.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> argv;
-  std::string bin = DTSIM_BINARY;
-  argv.push_back(bin.data());
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  posix_spawn(&pid, DTSIM_BINARY, &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
-
-TEST(SweepCli, CtrlCKeepsFinishedPointsAndResumeCompletesIdentically) {
-  // 16 points of a fraction of a second each.
-  std::string values;
-  for (int i = 0; i < 16; ++i) values += (i ? ", " : "") + std::to_string(256 + 8 * i);
-  const std::string spec = write("cli-resume.yaml",
-                                 "base:\n  cluster: {node: dgx-h100, nodes: 1}\n  model: gpt3-13b\n"
-                                 "  training: {global_batch: 256, micro_batch: 1, seq_len: 2048, recompute: selective}\n"
-                                 "  parallel: {tp: 8, sequence_parallel: true, zero: 1}\n"
-                                 "axes:\n  training.global_batch: [" + values + "]\n");
-  const std::string whole = temp("cli-whole.jsonl"), part = temp("cli-part.jsonl"), log = temp("cli-part.log");
-  ASSERT_EQ(run("sweep " + spec + " -o " + whole + " -j 1").code, 0);
-  std::filesystem::remove(part);
-  const pid_t pid = spawn({"sweep", spec, "-o", part, "-j", "1"}, log);
-  ASSERT_GT(pid, 0);
-  // Interrupt once a few rows are in the file.
-  for (int i = 0; i < 600 && lines(slurp(part)) < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << slurp(log);
-  EXPECT_EQ(WEXITSTATUS(status), 1) << slurp(log);
-  EXPECT_NE(slurp(log).find("--resume"), std::string::npos) << slurp(log);
-  const std::size_t kept = lines(slurp(part)) - 1;
-  EXPECT_GE(kept, 3u);
-  EXPECT_LT(kept, 16u);
-  const Result r = run("sweep " + spec + " -o " + part + " --resume -j 2");
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find(std::to_string(kept) + " kept from"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(std::to_string(16 - kept) + " simulated"), std::string::npos) << r.out;
-  EXPECT_EQ(slurp(part), slurp(whole));
 }
 
 const std::string kPlan =

@@ -26,10 +26,19 @@ Loaded load(const std::string& path, const std::vector<std::string>& sets = {}, 
   return Loaded{std::move(*cfg), std::move(*topo)};
 }
 
+// As few micro-batches as keep every stage's peak (one per stage), so that the simulation is short.
+StepInputs shortened(const Loaded& l) {
+  StepInputs in = l.cfg.inputs;
+  auto lay = Layout::make(in.parallel, l.topo.gpus());
+  if (lay) in.training.global_batch = in.training.micro_batch * lay->dp() * lay->pp();
+  return in;
+}
+
 void expect_same_memory(const Loaded& l, const std::string& what) {
-  auto est = estimate_memory(l.topo, l.cfg.inputs);
+  const StepInputs in = shortened(l);
+  auto est = estimate_memory(l.topo, in);
   ASSERT_TRUE(est.ok()) << what << ": " << est.error().message;
-  auto sim = simulate_step(l.topo, l.cfg.inputs);
+  auto sim = simulate_step(l.topo, in);
   ASSERT_TRUE(sim.ok()) << what << ": " << sim.error().message;
   ASSERT_EQ(est->stages.size(), sim->stages.size()) << what;
   EXPECT_EQ(est->micro_batches, sim->micro_batches) << what;
@@ -52,6 +61,7 @@ TEST(MemoryEstimate, EqualsTheEnginesMemoryForEverySimulateExample) {
   for (const auto& e : std::filesystem::directory_iterator(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate")) {
     if (e.path().extension() != ".yaml") continue;
     const Loaded l = load(e.path().string());
+    if (l.topo.gpus() > 4096) continue;  // 16k GPUs take seconds to simulate even for one pipeline round
     expect_same_memory(l, e.path().filename().string());
     ++seen;
   }
@@ -63,12 +73,12 @@ TEST(MemoryEstimate, EqualsTheEngineAcrossSchedulesZeroStagesAndRecomputation) {
   for (const char* zero : {"parallel.zero=0", "parallel.zero=2", "parallel.zero=3"}) {
     for (const char* sched : {"parallel.schedule=gpipe", "parallel.schedule=1f1b"}) {
       for (const char* rc : {"training.recompute=none", "training.recompute=full"}) {
-        const Loaded l = load(base, {zero, sched, rc, "training.global_batch=64"});
+        const Loaded l = load(base, {zero, sched, rc});
         expect_same_memory(l, std::string(zero) + " " + sched + " " + rc);
       }
     }
   }
-  const Loaded il = load(base, {"parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2", "training.global_batch=64"});
+  const Loaded il = load(base, {"parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2"});
   expect_same_memory(il, "interleaved");
 }
 

@@ -29,7 +29,7 @@ config::PlanSpec load(const std::string& name, const std::string& text) {
 
 const std::string kSmall =
     "model: gpt3-1.3b\n"
-    "training: {global_batch: 64, seq_len: 2048, tokens: 1.0e10}\n"
+    "training: {global_batch: 16, seq_len: 2048, tokens: 1.0e10}\n"
     "hardware:\n"
     "  - {name: H100, cluster: dgx-h100, gpus: [8, 16], price_per_gpu_hour: 2.5}\n"
     "  - {name: A100, cluster: dgx-a100-80g, gpus: [16], price_per_gpu_hour: 1.5}\n"
@@ -62,7 +62,7 @@ TEST(Plan, SearchesSimulatesAndRanks) {
     }
   }
   // Time to train = ceil(tokens / (global batch x seq)) steps x the simulated step time.
-  const double steps = std::ceil(1.0e10 / (64.0 * 2048.0));
+  const double steps = std::ceil(1.0e10 / (16.0 * 2048.0));
   EXPECT_DOUBLE_EQ(top.run.steps, steps);
   EXPECT_NEAR(top.run.time_to_train_s, steps * top.result.step_time_s, 1e-6 * top.run.time_to_train_s);
   // Cost = GPU-hours x price (no electricity price given).

@@ -43,7 +43,7 @@ TEST(ReportRender, HeadlessChromiumRendersTheReportOfflineWithItsCharts) {
   if (browser.empty()) GTEST_SKIP() << "chromium is not installed (scripts/deps --test installs it)";
   const std::string dir = temp("render-report");
   std::filesystem::remove_all(dir);
-  const std::string spec = std::string(DTSIM_SOURCE_DIR) + "/examples/sweeps/gpt3-13b-strong-scaling-h100.yaml";
+  const std::string spec = std::string(DTSIM_SOURCE_DIR) + "/examples/sweeps/gpt3-1.3b-weak-scaling-a100.yaml";
   ASSERT_EQ(sh(std::string(DTSIM_BINARY) + " sweep " + spec + " --report " + dir + " > " + temp("render.log") + " 2>&1"), 0) << slurp(temp("render.log"));
   const std::string page = dir + "/report.html";
   const std::string html = slurp(page);
