@@ -537,7 +537,13 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
         why = fmt::format("{} and {}", human_time(c.run.time_to_train_s), money(c.run.cost, currency));
         const std::string d = delta(c, w);
         if (c.target != w.target) why += fmt::format(" on {}", R.targets[c.target].name);
-        if (!d.empty()) why += ": " + d;
+        if (R.targets[c.target].gpus != wt.gpus) why += fmt::format(" ({} GPUs instead of {})", R.targets[c.target].gpus, wt.gpus);
+        if (std::abs(c.run.time_to_train_s - w.run.time_to_train_s) < 0.005 * w.run.time_to_train_s &&
+            std::abs(c.run.cost - w.run.cost) < 0.005 * std::max(1.0, w.run.cost)) {
+          why += ": a tie with the recommendation (within 0.5%)";
+        } else if (!d.empty()) {
+          why += ": " + d;
+        }
         if (c.target != w.target && R.targets[c.target].price_per_gpu_hour != wt.price_per_gpu_hour) {
           why += fmt::format("; {:.2f} vs {:.2f} per GPU-hour", R.targets[c.target].price_per_gpu_hour, wt.price_per_gpu_hour);
         }
