@@ -46,7 +46,12 @@ int run(const Options& o) {
       print_error(rebuilt.error().message);
       return kExitBadInput;
     }
+    if (doc->contains("missing_points")) (*rebuilt)["missing_points"] = (*doc)["missing_points"];
     *doc = std::move(*rebuilt);
+  }
+  if (const std::size_t missing = doc->value("missing_points", std::size_t{0}); missing > 0) {
+    std::fprintf(stderr, "dtsim: warning: %zu of the sweep's points are missing from %s (an interrupted sweep: --resume finishes it); the report says so\n",
+                 missing, o.input.c_str());
   }
   if (auto st = reports::write_study_report(*doc, o.out); !st) {
     print_error(st.error().message);

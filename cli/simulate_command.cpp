@@ -141,8 +141,8 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--set", o->sets, "Override any key, e.g. --set parallel.tp=4 --set model=llama3-8b");
   cmd->add_option("--json", o->json, "Also write {config, result} as JSON to this file");
   cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
-  cmd->add_option("--trace", o->trace, "Write the simulated step as Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)");
-  cmd->add_option("--trace-ranks", o->trace_ranks, "Ranks the trace shows, e.g. 0-7,64 (default: the first rank of each pipeline stage)");
+  CLI::Option* trace = cmd->add_option("--trace", o->trace, "Write the simulated step as Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--trace-ranks", o->trace_ranks, "Ranks the trace shows, e.g. 0-7,64 (default: the first rank of each pipeline stage)")->needs(trace);
   cmd->add_flag("--list-params", o->list_params, "List the model parameters (communication, compute, memory) with defaults and sources");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

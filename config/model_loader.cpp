@@ -298,6 +298,7 @@ std::optional<TransformerSpec> load_hf_config(const std::string& path, const std
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
+  ctx.inputs[path] = content_hash(text);
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);

@@ -93,7 +93,18 @@ std::optional<YAML::Node> load_yaml_file(const std::string& path, LoadContext& c
   }
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse_yaml(ss.str(), path, ctx);
+  const std::string text = ss.str();
+  ctx.inputs[path] = content_hash(text);
+  return parse_yaml(text, path, ctx);
+}
+
+std::string content_hash(const std::string& bytes) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
 }
 
 MapReader::MapReader(YAML::Node node, std::string path, std::string file, LoadContext& ctx)

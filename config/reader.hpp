@@ -59,9 +59,15 @@ class SourceMap {
 struct LoadContext {
   Diagnostics diagnostics;
   SourceMap sources;
+  // Every file the load read from disk (presets are built in), with a hash of its bytes: what a
+  // results file's fingerprint must cover besides the configuration's own text.
+  std::map<std::string, std::string> inputs;
   // Reports a model-level error (field path relative to the configuration) with its location.
   void report(const Error& e);
 };
+
+// A 64-bit FNV-1a hash of `bytes`, as 16 hex digits (fingerprints, not security).
+std::string content_hash(const std::string& bytes);
 
 // Parses YAML text. On failure reports a diagnostic and returns nullopt.
 std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& file, LoadContext& ctx);

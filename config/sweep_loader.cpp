@@ -1,8 +1,10 @@
 #include "config/sweep_loader.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +17,7 @@ namespace dtsim::config {
 namespace {
 
 constexpr std::size_t kMaxPoints = 1'000'000;
+constexpr long long kMaxGpus = 1'000'000;  // a cluster has at most a million nodes (config/hardware.cpp)
 
 std::optional<std::string> read_text(const std::string& path, const Location& where, const std::string& field, LoadContext& ctx) {
   std::ifstream in(path, std::ios::binary);
@@ -25,15 +28,6 @@ std::optional<std::string> read_text(const std::string& path, const Location& wh
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string fnv1a(const std::string& s) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
 }
 
 bool is_unknown_key(const Diagnostic& d, const std::string& axis) {
@@ -158,7 +152,8 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
   }
   if (root.has("statistical_efficiency")) spec.noise = read_noise_scale(root, "statistical_efficiency");
   if (auto m = root.string("measured")) {
-    spec.measured = resolve_path(*m, path);
+    // Absolute, so that `dtsim report` finds it from any directory.
+    spec.measured = std::filesystem::absolute(resolve_path(*m, path)).lexically_normal().string();
     std::ifstream probe(spec.measured);
     if (!probe) root.error("measured", fmt::format("cannot open '{}'", spec.measured));
   }
@@ -166,8 +161,22 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
   if (ctx.diagnostics.size() != errors) return std::nullopt;
 
   // The base must load on its own.
+  const std::map<std::string, std::string> inputs_before = ctx.inputs;
   auto base = load_simulate_config(spec.base_path, {}, ctx, spec.base_text, profile);
   if (!base) return std::nullopt;
+  std::map<std::string, std::string> base_inputs;
+  for (const auto& [file, hash] : ctx.inputs) {
+    if (!inputs_before.count(file)) base_inputs[file] = hash;
+  }
+  // A large-batch model given in tokens needs a sequence length: say so now, not after every point ran.
+  if (spec.noise && std::holds_alternative<workloads::CnnSpec>(base->inputs.model) &&
+      (spec.noise->b_noise_tokens > 0 || spec.noise->e_min_tokens > 0)) {
+    const std::string key = spec.noise->b_noise_tokens > 0 ? "b_noise_tokens" : "e_min_tokens";
+    ctx.diagnostics.error(ctx.sources.find("statistical_efficiency." + key), "statistical_efficiency." + key,
+                          fmt::format("{} needs a model with a sequence length; the base model is a CNN: give {} in samples", key,
+                                      key == "b_noise_tokens" ? "b_noise" : "e_min"));
+    return std::nullopt;
+  }
   for (const auto& g : base->cluster.groups) spec.base_gpus += g.count * (g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus);
   spec.base_global_batch = base->inputs.training.global_batch;
 
@@ -192,15 +201,15 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
       const int per_node = grp.gpus_per_node > 0 ? grp.gpus_per_node : grp.node.gpus;
       for (std::size_t k = 0; k < a.values.size(); ++k) {
         const YAML::Node v = a.values[k];
+        // The whole scalar must be an integer: "2.5", "8abc" and "1e1" are errors, not 2, 8 and 1.
         long long g = 0;
-        try {
-          g = v.IsScalar() ? std::stoll(v.Scalar()) : 0;
-        } catch (...) {
-        }
+        const std::string scalar = v.IsScalar() ? v.Scalar() : std::string();
+        const auto [end, ec] = std::from_chars(scalar.data(), scalar.data() + scalar.size(), g);
+        const bool whole = !scalar.empty() && ec == std::errc() && end == scalar.data() + scalar.size();
         const Location at = location_of(v, path);
         const std::string field = fmt::format("axes.gpus[{}]", k);
-        if (g < 1 || g > 10'000'000) {
-          ctx.diagnostics.error(at, field, "expected a GPU count (a whole number >= 1)");
+        if (!whole || g < 1 || g > kMaxGpus) {
+          ctx.diagnostics.error(at, field, fmt::format("expected a GPU count (a whole number from 1 to {}), got '{}'", kMaxGpus, scalar));
           continue;
         }
         std::vector<std::string> s;
@@ -263,8 +272,21 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
     }
   }
   if (ctx.diagnostics.size() != errors) return std::nullopt;
+  // The fingerprint: what --resume checks before keeping rows. The base's text, the contents of
+  // every file its load read (included files, Hugging Face configs) and of the hardware profile,
+  // and every point's assignments. Files named only in axis values count by their names.
   std::string all = spec.base_text;
-  if (profile != nullptr) all += "\nprofile:" + profile->path;
+  // (By contents only, sorted: the same files reached by another relative path are the same.)
+  std::vector<std::string> hashes;
+  for (const auto& [file, hash] : base_inputs) hashes.push_back(hash);
+  std::sort(hashes.begin(), hashes.end());
+  for (const auto& h : hashes) all += "\nfile:" + h;
+  if (profile != nullptr) {
+    std::ifstream pin(profile->path, std::ios::binary);
+    std::ostringstream pss;
+    pss << pin.rdbuf();
+    all += "\nprofile:" + content_hash(pss.str());
+  }
   for (std::size_t i = 0; i < count; ++i) {
     SweepPoint p;
     p.index = i;
@@ -291,7 +313,7 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
     all += "\n--";
     spec.points.push_back(std::move(p));
   }
-  spec.fingerprint = fnv1a(all);
+  spec.fingerprint = content_hash(all);
   return spec;
 }
 

@@ -83,7 +83,10 @@ Expected<Journal> Journal::open(const std::string& path, const nlohmann::json& h
                                 std::map<std::size_t, nlohmann::json>& kept) {
   kept.clear();
   std::vector<nlohmann::json> rows;
-  if (resume && ::access(path.c_str(), F_OK) == 0) {
+  // An empty file (interrupted before its header was written) holds nothing to keep: start anew.
+  std::error_code size_ec;
+  const bool has_content = ::access(path.c_str(), F_OK) == 0 && std::filesystem::file_size(path, size_ec) > 0 && !size_ec;
+  if (resume && has_content) {
     auto c = read_journal(path);
     if (!c) return c.error();
     if (c->header.value("fingerprint", std::string()) != header.value("fingerprint", std::string())) {

@@ -226,7 +226,7 @@ Expected<json> sweep_document(const json& header, const std::vector<json>& rows)
   if (header.value("measured", std::string()) != "") {
     auto t = read_measured_csv(header["measured"].get<std::string>());
     if (!t) return t.error();
-    int matched = 0;
+    int matched = 0, unpredicted = 0;
     for (json& r : out) {
       for (const auto& line : t->lines) {
         bool all = true;
@@ -234,13 +234,18 @@ Expected<json> sweep_document(const json& header, const std::vector<json>& rows)
         if (!all) continue;
         json& s = r["summary"];
         const double predicted = t->metric == "step_time_s" ? num(s, "step_time_s") : t->metric == "tokens_per_s" ? num(s, "tokens_per_s") : num(s, "samples_per_s");
+        if (predicted <= 0) {
+          ++unpredicted;  // a failed point: nothing to compare, and never a perfect match
+          break;
+        }
         s["measured"] = {{"metric", t->metric}, {"value", line.value}, {"predicted", predicted},
                          {"error", predicted > 0 ? (predicted - line.value) / line.value : 0.0}};
         ++matched;
         break;
       }
     }
-    doc["measured"] = {{"file", t->path}, {"metric", t->metric}, {"lines", t->lines.size()}, {"matched", matched}};
+    doc["measured"] = {{"file", t->path}, {"metric", t->metric}, {"lines", t->lines.size()}, {"matched", matched},
+                       {"without_prediction", unpredicted}};
   }
   // Setup, parameters and assumptions, from the first simulated row.
   const json* first = nullptr;

@@ -39,19 +39,23 @@ double num(const json& j, const char* key, double def = 0) {
   return it != j.end() && it->is_number() ? it->get<double>() : def;
 }
 
-// A gnuplot single-quoted string.
+// Text from a results file goes into gnuplot's input, which is a script: a newline in a label
+// would end a data block and let the rest run as commands. Control characters become spaces.
+char printable(char c) { return (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c; }
+
+// A gnuplot single-quoted string (no backquote substitution, no escapes; '' is a quote).
 std::string q(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
     if (c == '\'') out += "''";
-    else if (c != '\n') out += c;
+    else out += printable(c);
   }
   return out + "'";
 }
-// A datablock label (double quotes inside are replaced).
+// A datablock label: one line, double quotes and backslashes replaced.
 std::string label(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) out += c == '"' ? '\'' : c;
+  for (char c : s) out += c == '"' ? '\'' : c == '\\' ? '/' : printable(c);
   return out + "\"";
 }
 std::string g(double v) { return fmt::format("{:.9g}", v); }
@@ -82,6 +86,13 @@ std::vector<const json*> simulated_rows(const json& doc) {
     out.push_back(&r);
   }
   return out;
+}
+
+// Rows that fit in memory: the only ones whose time, cost and throughput are real options. Rows
+// that do not fit stay in the breakdown and memory charts (which show why).
+bool fits(const json& row) {
+  const json& s = member(row, "summary");
+  return s.value("fits", true) && s.value("status", std::string()) != "oom";
 }
 
 std::string short_label(const json& row) {
@@ -129,7 +140,7 @@ Status throughput_charts(const json& doc, std::vector<Chart>& out) {
   std::map<std::string, std::vector<const json*>> series;
   for (const json* r : simulated_rows(doc)) {
     const json& s = member(*r, "summary");
-    if (!s.contains("hardware_efficiency")) continue;
+    if (!s.contains("hardware_efficiency") || !fits(*r)) continue;
     series[s.value("series", std::string())].push_back(r);
   }
   if (series.empty()) return {};
@@ -307,9 +318,14 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
     // Time to train and cost.
     lines.clear();
     bool cost = false;
+    std::size_t oom = 0;
     for (const json* r : rows) {
       const json& s = member(*r, "summary");
       if (num(s, "time_to_train_s") <= 0) continue;
+      if (!fits(*r)) {
+        ++oom;
+        continue;
+      }
       cost = cost || num(s, "cost") > 0;
       lines += fmt::format("{} {} {}\n", label(short_label(*r)), g(num(s, "time_to_train_s") / 86400), g(num(s, "cost")));
     }
@@ -317,7 +333,8 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
       Chart c;
       c.name = "time_cost";
       c.title = cost ? "Time to train and cost" : "Time to train";
-      c.caption = "Days to train the budget (bars)" + std::string(cost ? " and its cost (points, right axis)" : "") + more + ".";
+      c.caption = "Days to train the budget (bars)" + std::string(cost ? " and its cost (points, right axis)" : "") + more +
+                  (oom ? fmt::format("; {} left out (not fitting in memory)", oom == 1 ? std::string("1 row") : fmt::format("{} rows", oom)) : std::string()) + ".";
       std::string plot = "$t using 0:2:xtic(1) with boxes lc rgb '#4e79a7' title 'days'";
       std::string extra = "set style fill solid 0.85 border rgb '#ffffff'\nset boxwidth 0.7\nset xtics rotate by -40 scale 0 font ',9'\nset bmargin 9\nset ylabel 'days'\nset yrange [0:*]\n";
       if (cost) {
@@ -339,7 +356,7 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
     std::size_t points = 0;
     for (const json* r : rows_all) {
       const json& s = member(*r, "summary");
-      if (num(s, "time_to_train_s") <= 0 || num(s, "cost") <= 0) continue;
+      if (num(s, "time_to_train_s") <= 0 || num(s, "cost") <= 0 || !fits(*r)) continue;
       const std::string line = fmt::format("{} {}\n", g(num(s, "time_to_train_s") / 86400), g(num(s, "cost")));
       all += line;
       ++points;
@@ -350,7 +367,7 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
       Chart c;
       c.name = "pareto";
       c.title = "Time to train against cost";
-      c.caption = "Every simulated layout; the Pareto front (no other layout is both faster and cheaper) is joined" +
+      c.caption = "Every simulated layout that fits in memory; the Pareto front (no other layout is both faster and cheaper) is joined" +
                   std::string(top.empty() ? "" : "; the square is the recommended layout") + ".";
       if (front.empty()) {
         // Sweeps: the front of the rows themselves.
@@ -412,7 +429,7 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
     std::map<double, std::pair<double, double>> by_batch;  // batch -> (best time to target, steps)
     for (const json* r : rows_all) {
       const json& s = member(*r, "summary");
-      if (num(s, "time_to_target_s") <= 0) continue;
+      if (num(s, "time_to_target_s") <= 0 || !fits(*r)) continue;
       const double b = num(s, "global_batch");
       auto it = by_batch.find(b);
       if (it == by_batch.end() || num(s, "time_to_target_s") < it->second.first) by_batch[b] = {num(s, "time_to_target_s"), num(s, "steps_to_target")};
@@ -423,7 +440,7 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
       Chart c;
       c.name = "batch";
       c.title = "Time to target against global batch";
-      c.caption = "Hours to reach the target loss (S(B) x step time, McCandlish et al. 2018) and the steps it takes, per global batch (the fastest row of each).";
+      c.caption = "Hours to reach the target loss (S(B) x step time, McCandlish et al. 2018) and the steps it takes, per global batch (the fastest row of each that fits in memory).";
       auto svg = run_gnuplot(header(c.title) + block("b", lines) +
                              "set logscale x 2\nset xlabel 'global batch (samples)'\nset ylabel 'hours to target'\nset y2label 'steps to target'\n"
                              "set y2tics\nset ytics nomirror\nset yrange [0:*]\nset y2range [0:*]\n"

@@ -239,10 +239,17 @@ std::vector<std::string> assumption_lines(const json& doc) {
   if (se.is_object()) {
     for (const auto& a : member(se, "assumptions")) out.push_back(text(a));
   }
+  if (const std::size_t missing = doc.value("missing_points", std::size_t{0}); missing > 0) {
+    out.push_back(fmt::format("Incomplete: {} of the sweep's {} points are missing from the results file (an interrupted sweep; "
+                              "dtsim sweep SPEC -o FILE --resume finishes it).",
+                              missing, missing + member(doc, "rows").size()));
+  }
   const json& m = doc.value("measured", json());
   if (m.is_object()) {
-    out.push_back(fmt::format("Measured data: {} ({}), {} of {} lines matched a row; error = (predicted - measured) / measured.", text(m["file"]),
-                              text(m["metric"]), text(m["matched"]), text(m["lines"])));
+    const int unpredicted = m.value("without_prediction", 0);
+    out.push_back(fmt::format("Measured data: {} ({}), {} of {} lines matched a row{}; error = (predicted - measured) / measured.", text(m["file"]),
+                              text(m["metric"]), text(m["matched"]), text(m["lines"]),
+                              unpredicted > 0 ? fmt::format(" ({} more matched a point that failed, with no prediction to compare)", unpredicted) : std::string()));
   }
   return out;
 }
@@ -466,7 +473,13 @@ Status write_study_report(const json& doc, const std::string& dir) {
   return write_file_atomic((d / "report.html").string(), study_html(doc, *charts));
 }
 
-Expected<json> read_study(const std::string& path) {
+Expected<json> read_study(const std::string& given) {
+  // A report folder holds its results document.
+  std::string path = given;
+  if (std::filesystem::is_directory(path)) {
+    path = (std::filesystem::path(given) / "results.json").string();
+    if (!std::filesystem::exists(path)) return Error(fmt::format("'{}' is a folder without results.json (give a results document or a sweep's -o file)", given));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   std::ostringstream ss;
@@ -486,7 +499,12 @@ Expected<json> read_study(const std::string& path) {
   if (j->header.value("dtsim", std::string()) != "sweep") return Error(fmt::format("'{}' is not a sweep results file", path));
   std::vector<json> rows;
   for (auto& [i, r] : j->rows) rows.push_back(r);
-  return planning::sweep_document(j->header, rows);
+  auto d = planning::sweep_document(j->header, rows);
+  if (!d) return d;
+  // An interrupted sweep: say how much is missing, in the report and on the way.
+  const std::size_t points = j->header.value("points", std::size_t{0});
+  if (points > rows.size()) (*d)["missing_points"] = points - rows.size();
+  return d;
 }
 
 }  // namespace dtsim::reports

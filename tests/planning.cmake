@@ -9,6 +9,11 @@ dtsim_test(test_planning_cli SOURCES planning/cli_test.cpp DEPS nlohmann_json::n
 target_compile_definitions(test_planning_cli PRIVATE DTSIM_BINARY="$<TARGET_FILE:dtsim>")
 add_dependencies(test_planning_cli dtsim)
 
+# Awkward results and inputs: chart text, fingerprints, measurements, interrupted sweeps.
+dtsim_test(test_results_input SOURCES planning/results_input_test.cpp DEPS nlohmann_json::nlohmann_json)
+target_compile_definitions(test_results_input PRIVATE DTSIM_BINARY="$<TARGET_FILE:dtsim>")
+add_dependencies(test_results_input dtsim)
+
 # Ctrl-C and --resume (seconds of simulations).
 dtsim_test(test_planning_resume SOURCES planning/cli_resume_test.cpp DEPS LABELS slow)
 target_compile_definitions(test_planning_resume PRIVATE DTSIM_BINARY="$<TARGET_FILE:dtsim>")
