@@ -177,6 +177,22 @@ TEST(ResultsInput, AnInterruptedSweepsReportSaysPointsAreMissing) {
   EXPECT_NE(resumed.out.find("2 simulated"), std::string::npos) << resumed.out;
 }
 
+TEST(ResultsInput, RowsThatDoNotFitInMemoryAreNotDrawnAsOptions) {
+  // Micro-batch 64 of GPT-3 1.3B needs far more than 80 GiB (activations alone: 64 x 2048 tokens).
+  const std::string spec = write(temp("oom/s.yaml"), "base:\n  cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n  model: gpt3-1.3b\n"
+                                                     "  training: {global_batch: 64, micro_batch: 1, seq_len: 2048, tokens: 1.0e9}\n"
+                                                     "  prices: {gpu_hour: 2.0}\naxes:\n  training.micro_batch: [1, 64]\n");
+  const Result r = run("sweep " + spec + " --report " + temp("oom/report") + " --no-progress");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("oom"), std::string::npos) << r.out;
+  const std::string html = slurp(temp("oom/report/report.html"));
+  EXPECT_NE(html.find("1 row left out (not fitting in memory)"), std::string::npos);
+  // The time/cost chart has one bar: the label of the row that does not fit is not on it.
+  const std::string svg = slurp(temp("oom/report/time_cost.svg"));
+  EXPECT_NE(svg.find("micro_batch=1"), std::string::npos);
+  EXPECT_EQ(svg.find("micro_batch=64"), std::string::npos);
+}
+
 TEST(ResultsInput, TraceRanksWithoutATraceIsAnError) {
   const std::string cfg = std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/gpt2-single-gpu.yaml";
   const Result r = run("simulate " + cfg + " --trace-ranks 0-3");
