@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "config/hardware.hpp"
 #include "config/presets.hpp"
+#include "workloads/run.hpp"
 
 namespace dtsim::config {
 
@@ -16,6 +19,9 @@ namespace {
 
 // Top-level keys a plan passes on to the simulate configuration of every candidate.
 const std::vector<std::string> kSimulateKeys = {"model", "training", "parallel", "simulation", "energy", "prices"};
+// The most GPUs one target may have: a cluster has at most a million nodes (config/hardware.cpp),
+// and the sweep loader takes the same bound for its GPU counts.
+constexpr std::int64_t kMaxGpus = 1'000'000;
 // Parallel settings the search chooses: a plan lists their values under search: instead.
 const std::vector<std::string> kSearchedParallel = {"tp", "pp", "dp", "cp", "ep", "zero", "schedule", "virtual_stages", "sequence_parallel"};
 
@@ -243,15 +249,25 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
           h.error("cluster", "could not be read");
         }
       }
-      if (auto g = h.int_list("gpus", true, 1, 10'000'000)) {
+      if (auto g = h.int_list("gpus", true, 1, std::numeric_limits<std::int32_t>::max())) {
         if (g->empty()) h.error("gpus", "the list is empty");
         for (std::size_t k = 0; k < g->size(); ++k) {
-          const int n = static_cast<int>((*g)[k]);
-          if (opt.gpus_per_node > 0 && n > opt.gpus_per_node && n % opt.gpus_per_node != 0) {
-            ctx.diagnostics.error(location_of(h.node("gpus")[k], path), fmt::format("{}[{}]", h.field("gpus"), k),
-                                  fmt::format("{} GPUs is not a whole number of {}-GPU nodes", n, opt.gpus_per_node));
+          const std::int64_t n = (*g)[k];
+          const Location at = location_of(h.node("gpus")[k], path);
+          const std::string field = fmt::format("{}[{}]", h.field("gpus"), k);
+          if (n > kMaxGpus) {
+            ctx.diagnostics.error(at, field,
+                                  fmt::format("{} GPUs is more than a plan considers (at most {}: a cluster has at most a million nodes)", n, kMaxGpus));
+            continue;
           }
-          opt.gpus.push_back(n);
+          if (const auto first = std::find(opt.gpus.begin(), opt.gpus.end(), static_cast<int>(n)); first != opt.gpus.end()) {
+            ctx.diagnostics.error(at, field, fmt::format("{} GPUs is listed twice (first at {}[{}])", n, h.field("gpus"), first - opt.gpus.begin()));
+            continue;
+          }
+          if (opt.gpus_per_node > 0 && n > opt.gpus_per_node && n % opt.gpus_per_node != 0) {
+            ctx.diagnostics.error(at, field, fmt::format("{} GPUs is not a whole number of {}-GPU nodes", n, opt.gpus_per_node));
+          }
+          opt.gpus.push_back(static_cast<int>(n));
         }
       }
       if (auto p = h.number("price_per_gpu_hour", false, 0, 1e6)) {
@@ -344,6 +360,19 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
       if (!cfg->budget.any() && !spec.noise) {
         root.error("training", "a plan needs the amount of training: training.tokens, samples or epochs (or statistical_efficiency)");
         return std::nullopt;
+      }
+      // The budget must give a number of steps for every global batch searched (a token budget
+      // needs a model with a sequence length; epochs need the dataset's size), as in simulate.
+      if (!spec.noise) {
+        const workloads::TrainingSpec& t = cfg->inputs.training;
+        const std::int64_t seq = std::holds_alternative<workloads::TransformerSpec>(cfg->inputs.model) ? t.seq_len : 0;
+        const std::vector<std::int64_t> batches = spec.search.global_batch.empty() ? std::vector<std::int64_t>{t.global_batch} : spec.search.global_batch;
+        for (std::int64_t b : batches) {
+          if (auto steps = workloads::steps_for(cfg->budget, b, seq); !steps) {
+            ctx.report(steps.error());
+            return std::nullopt;
+          }
+        }
       }
       spec.targets.push_back(PlanTarget{i, g, std::move(*cfg)});
     }

@@ -64,6 +64,16 @@ std::string money(double v, const std::string& currency) {
   return fmt::format("{:.0f}{}", v, currency.empty() ? "" : " " + currency);
 }
 
+// A difference of money: cents below 10.
+std::string money_delta(double v, const std::string& currency) {
+  return v < 10 ? fmt::format("{:.2f}{}", v, currency.empty() ? "" : " " + currency) : money(v, currency);
+}
+
+std::string gpu_hours(double v) {
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
+}
+
 double stage_share(const std::array<double, workloads::kTimeKinds>& b, TimeKind k) { return b[static_cast<std::size_t>(k)]; }
 
 }  // namespace
@@ -73,13 +83,15 @@ std::string_view to_string(Rejection r) {
     case Rejection::layout: return "divisibility";
     case Rejection::policy: return "policy";
     case Rejection::memory: return "memory";
+    case Rejection::run: return "time and cost";
   }
   return "?";
 }
 
 std::string Candidate::describe() const {
   const workloads::ParallelSpec& p = parallel;
-  std::string s = fmt::format("tp {}, pp {}, dp {}, cp {}", p.tp, p.pp, p.dp, p.cp);
+  std::string s = global_batch_searched ? fmt::format("global batch {}, ", training.global_batch) : std::string();
+  s += fmt::format("tp {}, pp {}, dp {}, cp {}", p.tp, p.pp, p.dp, p.cp);
   if (p.ep > 1) s += fmt::format(", ep {}", p.ep);
   const char* rc = training.recompute == workloads::Recompute::none        ? "no recompute"
                    : training.recompute == workloads::Recompute::selective ? "selective recompute"
@@ -176,6 +188,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     const auto zeros = ss.zero.empty() ? std::vector<int>{0, 1, 2, 3} : ss.zero;
     const auto vss = ss.virtual_stages.empty() ? std::vector<int>{2} : ss.virtual_stages;
     const auto gbs = ss.global_batch.empty() ? std::vector<std::int64_t>{base.training.global_batch} : ss.global_batch;
+    const bool gb_searched = std::any_of(gbs.begin(), gbs.end(), [&](std::int64_t b) { return b != gbs.front(); });
     const auto rcs = ss.recompute.empty() ? (tm ? std::vector<workloads::Recompute>{workloads::Recompute::none, workloads::Recompute::selective,
                                                                                      workloads::Recompute::full}
                                                 : std::vector<workloads::Recompute>{workloads::Recompute::none})
@@ -225,6 +238,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
                           c.target = t;
                           c.training = base.training;
                           c.training.global_batch = gb;
+                          c.global_batch_searched = gb_searched;
                           c.training.micro_batch = mb;
                           c.training.recompute = rc;
                           c.parallel = base.parallel;
@@ -304,6 +318,8 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
   R.estimate_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
   // Keep the survivors (in enumeration order, so that the result does not depend on the threads).
+  // Time and cost from a step; false (with c.run_error) when the budget gives none: such a
+  // candidate is never ranked.
   auto run_of = [&](Candidate& c, const workloads::StepResult& step) {
     const config::PlanTarget& pt = spec.targets[c.target];
     workloads::RunBudget budget = pt.base.budget;
@@ -312,9 +328,17 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
       budget.samples = R.noise->steps(static_cast<double>(c.training.global_batch)) * static_cast<double>(c.training.global_batch);
     }
     auto run = workloads::estimate_run(step, c.training.global_batch, budget, pt.base.power, pt.base.prices, R.targets[c.target].nodes);
-    if (run) c.run = *run;
+    if (!run) {
+      c.run = workloads::RunEstimate{};
+      c.run_error = run.error().field.empty() ? run.error().message : run.error().field + ": " + run.error().message;
+      c.meets_deadline = c.meets_budget = false;
+      return false;
+    }
+    c.run = *run;
+    c.run_error.clear();
     c.meets_deadline = spec.constraints.deadline_s <= 0 || c.run.time_to_train_s <= spec.constraints.deadline_s;
     c.meets_budget = spec.constraints.max_cost <= 0 || c.run.cost <= spec.constraints.max_cost;
+    return true;
   };
   for (std::size_t i = 0; i < all.size(); ++i) {
     Candidate& c = all[i];
@@ -337,14 +361,17 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     workloads::StepResult synthetic;
     synthetic.step_time_s = c.estimate.step_time_s;
     synthetic.gpus = spec.targets[c.target].gpus;
-    synthetic.seq = c.training.seq_len;
+    synthetic.seq = std::holds_alternative<workloads::TransformerSpec>(spec.targets[c.target].base.inputs.model) ? c.training.seq_len : 0;
     for (std::size_t s = 0; s < c.estimate.stage_time_s.size(); ++s) {
       workloads::StageReport st;
       st.stage = static_cast<int>(s);
       st.time_s = c.estimate.stage_time_s[s];
       synthetic.stages.push_back(st);
     }
-    run_of(c, synthetic);
+    if (!run_of(c, synthetic)) {
+      count(tr.rejected[Rejection::run], c.run_error);
+      continue;
+    }
     R.candidates.push_back(std::move(c));
   }
   all.clear();
@@ -388,11 +415,11 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     if (!c.simulated) continue;
     c.step_time_s = c.result.step_time_s;
     c.fits = c.result.fits;
-    run_of(c, c.result);
+    run_of(c, c.result);  // a failure leaves c.run_error: the row says so and it is not ranked
   }
   for (auto& tr : R.targets) {
     for (std::size_t i : tr.ranked) {
-      if (R.candidates[i].simulated) tr.simulated.push_back(i);
+      if (R.candidates[i].simulated && R.candidates[i].run_error.empty()) tr.simulated.push_back(i);
     }
     std::sort(tr.simulated.begin(), tr.simulated.end(), by_time);
     for (std::size_t i : tr.simulated) {
@@ -464,12 +491,40 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     for (std::size_t i = 0; i < d.size() && i < 2; ++i) s += fmt::format("{}+{} of {}", i ? ", " : "", human_time(d[i].first), d[i].second);
     return s;
   };
+  auto time_tied = [](const Candidate& c, const Candidate& w) {
+    return std::abs(c.run.time_to_train_s - w.run.time_to_train_s) < 0.005 * w.run.time_to_train_s;
+  };
+  auto cost_tied = [](const Candidate& c, const Candidate& w) { return std::abs(c.run.cost - w.run.cost) < 0.005 * std::max(1.0, w.run.cost); };
+  // c against w in time: "2.2 days faster (-48.0%)", "3.1 h slower (+12.0%): +3.1 h of pipeline bubble".
+  auto time_versus = [&](const Candidate& c, const Candidate& w) {
+    if (time_tied(c, w)) return std::string("as fast (within 0.5%)");
+    const double dt = c.run.time_to_train_s - w.run.time_to_train_s;
+    const double pct = 100 * dt / w.run.time_to_train_s;
+    if (dt < 0) return fmt::format("{} faster ({:+.1f}%)", human_time(-dt), pct);
+    std::string s = fmt::format("{} slower ({:+.1f}%)", human_time(dt), pct);
+    if (const std::string d = delta(c, w); !d.empty()) s += ": " + d;
+    return s;
+  };
+  // c against w in money: "costs 123 USD more (+2.8%; 1843 vs 1784 GPU-hours at 2.50 vs 1.40 per GPU-hour)".
+  auto cost_versus = [&](const Candidate& c, const Candidate& w) {
+    if (cost_tied(c, w)) return std::string("costs the same (within 0.5%)");
+    const double dc = c.run.cost - w.run.cost;
+    std::string s = fmt::format("costs {} {} ({:+.1f}%; {} vs {} GPU-hours", money_delta(std::abs(dc), currency), dc > 0 ? "more" : "less",
+                                w.run.cost > 0 ? 100 * dc / w.run.cost : 0.0, gpu_hours(c.run.gpu_hours), gpu_hours(w.run.gpu_hours));
+    const double pc = R.targets[c.target].price_per_gpu_hour, pw = R.targets[w.target].price_per_gpu_hour;
+    if (pc != pw) s += fmt::format(" at {:.2f} vs {:.2f} per GPU-hour", pc, pw);
+    return s + ")";
+  };
+  // Why c loses to w: the difference on the objective first, then the other one.
+  auto versus = [&](const Candidate& c, const Candidate& w) {
+    return by_cost ? cost_versus(c, w) + "; " + time_versus(c, w) : time_versus(c, w) + "; " + cost_versus(c, w);
+  };
   if (R.top) {
     const Candidate& w = R.candidates[*R.top];
     const TargetResult& wt = R.targets[w.target];
     R.why_top.push_back(fmt::format("{} on {}: {} to train for {} (step {:.3f} s, MFU {:.1f}%), {} GPU-hours.", w.describe(), wt.name,
                                     human_time(w.run.time_to_train_s), money(w.run.cost, currency), w.step_time_s, 100 * w.result.mfu,
-                                    fmt::format("{:.3g}", w.run.gpu_hours)));
+                                    gpu_hours(w.run.gpu_hours)));
     std::vector<std::pair<double, std::string>> parts;
     for (int kk = 0; kk < workloads::kTimeKinds; ++kk) {
       const double t = w.result.breakdown_s[static_cast<std::size_t>(kk)];
@@ -486,17 +541,22 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     } else {
       R.why_top.push_back(fmt::format("Chosen as the fastest layout{}.", cons.max_cost > 0 ? fmt::format(" within the budget ({})", money(cons.max_cost, currency)) : ""));
     }
-    // Same hardware: the runner-up.
-    for (std::size_t i : wt.simulated) {
-      if (i == *R.top || !R.candidates[i].fits) continue;
+    // Same hardware: the runner-up on the objective.
+    for (std::size_t i : ranked) {
+      if (i == *R.top || R.candidates[i].target != w.target) continue;
       const Candidate& r = R.candidates[i];
-      const std::string d = delta(r, w);
-      if (d.empty() || std::abs(r.run.time_to_train_s - w.run.time_to_train_s) < 0.005 * w.run.time_to_train_s) {
+      if (by_cost && cost_tied(r, w)) {
+        R.why_top.push_back(fmt::format("On the same hardware {} is as cheap ({}, within 0.5%) and {}: a tie.", r.describe(),
+                                        money(r.run.cost, currency), time_versus(r, w)));
+      } else if (!by_cost && time_tied(r, w)) {
         R.why_top.push_back(fmt::format("On the same hardware {} is as fast ({}, within 0.5%): a tie, broken by cost and then by search order.",
                                         r.describe(), human_time(r.run.time_to_train_s)));
+      } else if (by_cost) {
+        R.why_top.push_back(fmt::format("On the same hardware it beats {} ({} vs {}): {}.", r.describe(), money(r.run.cost, currency),
+                                        money(w.run.cost, currency), versus(r, w)));
       } else {
         R.why_top.push_back(fmt::format("On the same hardware it beats {} ({} vs {}): {}.", r.describe(), human_time(r.run.time_to_train_s),
-                                        human_time(w.run.time_to_train_s), d));
+                                        human_time(w.run.time_to_train_s), versus(r, w)));
       }
       break;
     }
@@ -504,10 +564,10 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     for (const auto& tr : R.targets) {
       if (tr.target == w.target || !tr.best) continue;
       const Candidate& b = R.candidates[*tr.best];
-      R.why_top.push_back(fmt::format("{}: best {} takes {} ({:+.0f}%) and costs {} ({:+.0f}%); MFU {:.1f}% vs {:.1f}%, {:.2f} vs {:.2f} per GPU-hour.",
-                                      tr.name, b.describe(), human_time(b.run.time_to_train_s),
-                                      100 * (b.run.time_to_train_s / w.run.time_to_train_s - 1), money(b.run.cost, currency),
-                                      w.run.cost > 0 ? 100 * (b.run.cost / w.run.cost - 1) : 0.0, 100 * b.result.mfu, 100 * w.result.mfu,
+      const std::string takes = fmt::format("takes {} ({:+.0f}%)", human_time(b.run.time_to_train_s), 100 * (b.run.time_to_train_s / w.run.time_to_train_s - 1));
+      const std::string costs = fmt::format("costs {} ({:+.0f}%)", money(b.run.cost, currency), w.run.cost > 0 ? 100 * (b.run.cost / w.run.cost - 1) : 0.0);
+      R.why_top.push_back(fmt::format("{}: best {} {} and {}; MFU {:.1f}% vs {:.1f}%, {:.2f} vs {:.2f} per GPU-hour.", tr.name, b.describe(),
+                                      by_cost ? costs : takes, by_cost ? takes : costs, 100 * b.result.mfu, 100 * w.result.mfu,
                                       tr.price_per_gpu_hour, wt.price_per_gpu_hour));
     }
     // Near misses: the best layout that beats the top choice on the objective but breaks a
@@ -534,18 +594,14 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
       } else if (!c.meets_budget) {
         why = fmt::format("{} but over budget ({} > {})", human_time(c.run.time_to_train_s), money(c.run.cost, currency), money(cons.max_cost, currency));
       } else {
-        why = fmt::format("{} and {}", human_time(c.run.time_to_train_s), money(c.run.cost, currency));
-        const std::string d = delta(c, w);
+        why = by_cost ? fmt::format("{} and {}", money(c.run.cost, currency), human_time(c.run.time_to_train_s))
+                      : fmt::format("{} and {}", human_time(c.run.time_to_train_s), money(c.run.cost, currency));
         if (c.target != w.target) why += fmt::format(" on {}", R.targets[c.target].name);
         if (R.targets[c.target].gpus != wt.gpus) why += fmt::format(" ({} GPUs instead of {})", R.targets[c.target].gpus, wt.gpus);
-        if (std::abs(c.run.time_to_train_s - w.run.time_to_train_s) < 0.005 * w.run.time_to_train_s &&
-            std::abs(c.run.cost - w.run.cost) < 0.005 * std::max(1.0, w.run.cost)) {
+        if (time_tied(c, w) && cost_tied(c, w)) {
           why += ": a tie with the recommendation (within 0.5%)";
-        } else if (!d.empty()) {
-          why += ": " + d;
-        }
-        if (c.target != w.target && R.targets[c.target].price_per_gpu_hour != wt.price_per_gpu_hour) {
-          why += fmt::format("; {:.2f} vs {:.2f} per GPU-hour", R.targets[c.target].price_per_gpu_hour, wt.price_per_gpu_hour);
+        } else {
+          why += ": " + versus(c, w);
         }
       }
       R.near_misses.emplace_back(i, why);
@@ -554,14 +610,18 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     // Why nothing qualifies.
     if (sims.empty()) {
       if (R.candidates.empty()) {
-        R.infeasible.push_back(fmt::format("no layout passes the checks: of {} candidates, {} do not fit in memory, {} fail divisibility, {} break a policy",
+        const auto run_it = R.rejected.find(Rejection::run);
+        const bool no_run = run_it != R.rejected.end() && run_it->second.count > 0;
+        R.infeasible.push_back(fmt::format("no layout passes the checks: of {} candidates, {} do not fit in memory, {} fail divisibility, {} break a policy{}",
                                            R.enumerated, R.rejected[Rejection::memory].count, R.rejected[Rejection::layout].count,
-                                           R.rejected[Rejection::policy].count));
+                                           R.rejected[Rejection::policy].count,
+                                           no_run ? fmt::format(", {} have no time to train or cost", run_it->second.count) : std::string()));
         if (R.rejected[Rejection::memory].count > 0) {
           R.infeasible.push_back(fmt::format("memory: the smallest need is {:.1f} GiB per GPU, the GPUs have {:.0f} GiB "
                                              "(try more GPUs, more pipeline or tensor parallelism, ZeRO-3 or full recomputation)",
                                              R.rejected[Rejection::memory].smallest_need_GiB, R.rejected[Rejection::memory].capacity_GiB));
         }
+        if (no_run) R.infeasible.push_back(fmt::format("time and cost: {}", run_it->second.example.begin()->second));
       } else {
         R.infeasible.push_back("no simulated layout fits in memory (the estimate and the simulation disagree; see the rows)");
       }

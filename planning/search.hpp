@@ -30,7 +30,9 @@
 
 namespace dtsim::planning {
 
-enum class Rejection { layout, policy, memory };
+// layout: divisibility; policy: search.tp_within_node; memory: does not fit; run: the budget gives
+// no time to train or cost for the layout (workloads::estimate_run failed; never ranked).
+enum class Rejection { layout, policy, memory, run };
 std::string_view to_string(Rejection r);
 
 struct Candidate {
@@ -46,9 +48,13 @@ struct Candidate {
   // Time and money (from the simulation when simulated, else from the estimate).
   double step_time_s = 0;
   workloads::RunEstimate run;
+  std::string run_error;                 // time and cost could not be estimated (kept, never ranked)
+  bool global_batch_searched = false;    // search.global_batch has several values: describe() names it
   bool meets_deadline = true, meets_budget = true;
   bool fits = true;                      // simulated memory (equals the estimate's)
-  std::string describe() const;          // "tp 8, pp 4, dp 32, cp 1, mb 1, selective recompute, ZeRO-1, 1f1b"
+  // "tp 8, pp 4, dp 32, cp 1, mb 1, selective recompute, ZeRO-1, 1f1b", led by "global batch 512, "
+  // when the global batch is searched.
+  std::string describe() const;
 };
 
 struct RejectionStats {

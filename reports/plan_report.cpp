@@ -1,6 +1,10 @@
 #include "reports/plan_report.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <variant>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -37,14 +41,26 @@ std::string money(double v, const std::string& currency) {
 std::string short_label(const config::PlanSpec& spec, const Candidate& c) {
   const auto& p = c.parallel;
   const char* rc = c.training.recompute == workloads::Recompute::none ? "norc" : c.training.recompute == workloads::Recompute::selective ? "sel" : "full";
-  std::string s = fmt::format("{} x{}: tp{} pp{} dp{}", spec.hardware[spec.targets[c.target].hardware].name, spec.targets[c.target].gpus, p.tp,
-                              p.pp, p.dp);
+  std::string s = fmt::format("{} x{}: ", spec.hardware[spec.targets[c.target].hardware].name, spec.targets[c.target].gpus);
+  if (c.global_batch_searched) s += fmt::format("gb{} ", c.training.global_batch);
+  s += fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
   if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
   if (p.ep > 1) s += fmt::format(" ep{}", p.ep);
   s += fmt::format(" mb{} {} Z{}", c.training.micro_batch, rc, p.zero);
   if (p.schedule == workloads::PipelineSchedule::interleaved_1f1b) s += fmt::format(" i{}", p.virtual_stages);
   if (p.schedule == workloads::PipelineSchedule::gpipe) s += " gpipe";
   return s;
+}
+
+// The global batches the search tries, in the order given, each once (the training's when
+// search.global_batch is not given).
+std::vector<std::int64_t> global_batches(const config::PlanSpec& spec) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t b : spec.search.global_batch) {
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  }
+  if (out.empty() && !spec.targets.empty()) out.push_back(spec.targets.front().base.inputs.training.global_batch);
+  return out;
 }
 
 const workloads::MemoryBreakdown& peak_memory(const Candidate& c) { return c.simulated ? c.result.peak_memory : c.estimate.memory.peak; }
@@ -57,8 +73,9 @@ json summary(const config::PlanSpec& spec, const PlanResult& R, std::size_t i) {
   json s;
   s["label"] = tr.name + " | " + c.describe();
   s["short_label"] = short_label(spec, c);
-  s["status"] = c.simulated ? "simulated" : !c.simulation_error.empty() ? "simulation failed" : "estimated";
+  s["status"] = !c.run_error.empty() ? "no time to train" : c.simulated ? "simulated" : !c.simulation_error.empty() ? "simulation failed" : "estimated";
   if (!c.simulation_error.empty()) s["error"] = c.simulation_error;
+  if (!c.run_error.empty()) s["error"] = c.run_error;
   s["hardware"] = tr.name;
   s["gpus"] = pt.gpus;
   s["nodes"] = tr.nodes;
@@ -169,7 +186,9 @@ json plan_document(const config::PlanSpec& spec, const PlanResult& R) {
     const auto& in = spec.targets.front().base.inputs;
     setup["model"] = workloads::model_name(in.model);
     setup["precision"] = std::string(hw::to_string(in.training.precision));
-    setup["global_batch"] = in.training.global_batch;
+    // The global batch, or the values searched (a list) when search.global_batch has several.
+    const std::vector<std::int64_t> batches = global_batches(spec);
+    setup["global_batch"] = batches.size() == 1 ? json(batches.front()) : json(batches);
     setup["seq_len"] = in.training.seq_len;
     const auto& b = spec.targets.front().base.budget;
     setup["budget"] = {{"tokens", b.tokens}, {"samples", b.samples}, {"epochs", b.epochs}};
@@ -252,8 +271,11 @@ std::string render_plan(const config::PlanSpec& spec, const PlanResult& R) {
     std::string budget = b.tokens > 0 ? fmt::format("{:.3g} tokens", b.tokens) : b.samples > 0 ? fmt::format("{:.3g} samples", b.samples)
                                                                                                : fmt::format("{:g} epochs", b.epochs);
     if (R.noise) budget = fmt::format("to the target loss (B_noise {:.4g} samples, S_min {:.4g} steps)", R.noise->b_noise, R.noise->s_min);
-    out += fmt::format("# {} on {}; global batch {} x {} tokens, {}\n", workloads::model_name(in.model), budget, in.training.global_batch,
-                       in.training.seq_len, hw::to_string(in.training.precision));
+    const std::vector<std::int64_t> batches = global_batches(spec);
+    std::string batch = batches.size() == 1 ? fmt::format("global batch {}", batches.front())
+                                            : fmt::format("global batch searched: {}", fmt::join(batches, ", "));
+    if (std::holds_alternative<workloads::TransformerSpec>(in.model)) batch += fmt::format(" x {} tokens", in.training.seq_len);
+    out += fmt::format("# {} on {}; {}, {}\n", workloads::model_name(in.model), budget, batch, hw::to_string(in.training.precision));
   }
   std::string cons;
   if (spec.constraints.deadline_s > 0) cons += fmt::format("deadline {}", days(spec.constraints.deadline_s));
@@ -270,10 +292,12 @@ std::string render_plan(const config::PlanSpec& spec, const PlanResult& R) {
       continue;
     }
     if (!t.best) {
-      std::size_t mem = 0, lay = 0;
+      std::size_t mem = 0, lay = 0, run = 0;
       if (t.rejected.count(planning::Rejection::memory)) mem = t.rejected.at(planning::Rejection::memory).count;
       if (t.rejected.count(planning::Rejection::layout)) lay = t.rejected.at(planning::Rejection::layout).count;
-      out += fmt::format("  {:<14} no feasible layout ({} of {} do not fit in memory, {} fail divisibility)\n", t.name, mem, t.enumerated, lay);
+      if (t.rejected.count(planning::Rejection::run)) run = t.rejected.at(planning::Rejection::run).count;
+      out += fmt::format("  {:<14} no feasible layout ({} of {} do not fit in memory, {} fail divisibility{})\n", t.name, mem, t.enumerated, lay,
+                         run > 0 ? fmt::format(", {} have no time to train or cost", run) : std::string());
       continue;
     }
     const Candidate& c = R.candidates[*t.best];

@@ -146,6 +146,30 @@ TEST(PlanCli, MissingPricesAndNoFeasibleLayoutAreClearErrors) {
   EXPECT_NE(r.out.find("fail divisibility"), std::string::npos) << r.out;
 }
 
+// GPU counts listed twice or beyond what a cluster can hold, and a budget the model cannot use, are
+// refused at their own line (file:line:col: field).
+TEST(PlanCli, BadGpuCountsAndBudgetsPointAtTheirLine) {
+  const std::string head = "model: gpt3-1.3b\ntraining: {global_batch: 64, seq_len: 2048, tokens: 1.0e9}\nhardware:\n";
+  // Line 4: "  - {name: H100, cluster: dgx-h100, gpus: [" is 43 characters; the values start at columns 44 and 47.
+  const std::string twice = write("cli-gpus-twice.yaml", head + "  - {name: H100, cluster: dgx-h100, gpus: [8, 8], price_per_gpu_hour: 2.5}\n");
+  Result r = run("plan " + twice);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(twice + ":4:47: hardware[0].gpus[1]: 8 GPUs is listed twice (first at hardware[0].gpus[0])"), std::string::npos) << r.out;
+  const std::string huge = write("cli-gpus-huge.yaml", head + "  - {name: H100, cluster: dgx-h100, gpus: [8, 10000000], price_per_gpu_hour: 2.5}\n");
+  r = run("plan " + huge);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(huge + ":4:47: hardware[0].gpus[1]: 10000000 GPUs is more than a plan considers (at most 1000000"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cluster.nodes"), std::string::npos) << r.out;
+  // A token budget for a CNN: "tokens" is at column 31 of line 2, as dtsim simulate reports it.
+  const std::string cnn = write("cli-cnn-tokens.yaml",
+                                "model: resnet50\ntraining: {global_batch: 256, tokens: 1e9}\nhardware:\n"
+                                "  - {name: H100, cluster: dgx-h100, gpus: [8], price_per_gpu_hour: 2.5}\n");
+  r = run("plan " + cnn);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(cnn + ":2:31: training.tokens: a token budget needs a model with a sequence length"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("recommended"), std::string::npos) << r.out;
+}
+
 TEST(ReportCli, RendersSweepResultsFromTheDocumentOrTheResultsFile) {
   const std::string spec = write("cli-report.yaml", kSweep);
   const std::string out = temp("cli-report.jsonl"), doc = temp("cli-report.json");
