@@ -55,9 +55,25 @@ std::vector<T> enum_list(MapReader& r, const std::string& key, Parse parse, cons
                                     fmt::format("unknown value '{}' ({})", s, options));
       continue;
     }
+    if (std::find(out.begin(), out.end(), *v) != out.end()) {
+      r.context().diagnostics.error(location_of(n[i], r.file()), fmt::format("{}[{}]", r.field(key), i),
+                                    fmt::format("'{}' is listed twice (each value is searched once)", s));
+      continue;
+    }
     out.push_back(*v);
   }
   return out;
+}
+
+// A search list must not repeat a value: duplicates would be searched, simulated and listed twice.
+template <typename T>
+void refuse_repeats(MapReader& r, const std::string& key, const std::vector<T>& values) {
+  const YAML::Node n = r.node(key);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (std::find(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(i), values[i]) == values.begin() + static_cast<std::ptrdiff_t>(i)) continue;
+    const Location at = n.IsSequence() && i < n.size() ? location_of(n[i], r.file()) : r.location(key);
+    r.context().diagnostics.error(at, fmt::format("{}[{}]", r.field(key), i), fmt::format("{} is listed twice (each value is searched once)", values[i]));
+  }
 }
 
 std::vector<int> small_int_list(MapReader& r, const std::string& key, int min, int max) {
@@ -69,6 +85,7 @@ std::vector<int> small_int_list(MapReader& r, const std::string& key, int min, i
   auto v = r.int_list(key, false, min, max);
   if (!v) return out;
   if (v->empty()) r.error(key, "the list is empty");
+  refuse_repeats(r, key, *v);
   for (auto x : *v) out.push_back(static_cast<int>(x));
   return out;
 }
@@ -293,7 +310,10 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
     ss.zero = small_int_list(*s, "zero", 0, 3);
     ss.virtual_stages = small_int_list(*s, "virtual_stages", 2, 64);
     if (s->has("global_batch")) {
-      if (auto v = s->int_list("global_batch", false, 1, 100'000'000)) ss.global_batch = *v;
+      if (auto v = s->int_list("global_batch", false, 1, 100'000'000)) {
+        refuse_repeats(*s, "global_batch", *v);
+        ss.global_batch = *v;
+      }
     } else {
       s->node("global_batch");
     }

@@ -596,7 +596,6 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
       } else {
         why = by_cost ? fmt::format("{} and {}", money(c.run.cost, currency), human_time(c.run.time_to_train_s))
                       : fmt::format("{} and {}", human_time(c.run.time_to_train_s), money(c.run.cost, currency));
-        if (c.target != w.target) why += fmt::format(" on {}", R.targets[c.target].name);
         if (R.targets[c.target].gpus != wt.gpus) why += fmt::format(" ({} GPUs instead of {})", R.targets[c.target].gpus, wt.gpus);
         if (time_tied(c, w) && cost_tied(c, w)) {
           why += ": a tie with the recommendation (within 0.5%)";

@@ -199,7 +199,17 @@ std::vector<std::pair<std::string, std::string>> setup_items(const json& doc) {
       const json& b = setup["budget"];
       std::string s = num(b, "tokens") > 0 ? fmt::format("{:.4g} tokens", num(b, "tokens")) : num(b, "samples") > 0 ? fmt::format("{:.4g} samples", num(b, "samples")) : fmt::format("{:g} epochs", num(b, "epochs"));
       if (!doc.value("statistical_efficiency", json()).is_null()) s = "to a target loss (large-batch model)";
-      out.emplace_back("Training", fmt::format("{}, global batch {} x {} tokens", s, text(setup.value("global_batch", json())), text(setup.value("seq_len", json()))));
+      // One global batch, or the list searched; tokens per sample only for models with a sequence.
+      const json gb = setup.value("global_batch", json());
+      std::string batch;
+      if (gb.is_array()) {
+        batch = "global batch searched: ";
+        for (std::size_t i = 0; i < gb.size(); ++i) batch += (i ? ", " : "") + text(gb[i]);
+      } else {
+        batch = "global batch " + text(gb);
+      }
+      if (num(setup, "seq_len") > 0) batch += " x " + text(setup["seq_len"]) + " tokens";
+      out.emplace_back("Training", fmt::format("{}, {}", s, batch));
     }
     const json& c = doc.value("constraints", json::object());
     std::string cons = doc.value("objective", std::string()) == "cost" ? "lowest cost" : "shortest time";

@@ -168,6 +168,13 @@ TEST(PlanCli, BadGpuCountsAndBudgetsPointAtTheirLine) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(cnn + ":2:31: training.tokens: a token budget needs a model with a sequence length"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("recommended"), std::string::npos) << r.out;
+  // A search list with a repeated value: "  tp: [2, " is 10 characters, so the second 2 is at column 11.
+  const std::string rep = write("cli-search-twice.yaml", head + "  - {name: H100, cluster: dgx-h100, gpus: [8], price_per_gpu_hour: 2.5}\n"
+                                                             "search:\n  tp: [2, 2]\n  schedule: [1f1b, 1f1b]\n");
+  r = run("plan " + rep);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(rep + ":6:11: search.tp[1]: 2 is listed twice"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(rep + ":7:20: search.schedule[1]: '1f1b' is listed twice"), std::string::npos) << r.out;
 }
 
 TEST(ReportCli, RendersSweepResultsFromTheDocumentOrTheResultsFile) {
