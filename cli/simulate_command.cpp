@@ -94,25 +94,13 @@ int run(const Options& o) {
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
   }
-  reports::SimulateReport rep;
-  rep.model = workloads::model_name(cfg->inputs.model);
-  rep.cluster = topo->summary();
-  rep.precision = std::string(hw::to_string(cfg->inputs.training.precision));
-  rep.config = cfg->resolved;
-  rep.config["cluster"] = {{"summary", topo->summary()}, {"gpus", topo->gpus()}, {"nodes", topo->nodes()},
-                           {"fabric", std::string(hw::to_string(cfg->cluster.fabric.kind))}};
-  rep.result = std::move(*result);
-  rep.budget = cfg->budget;
-  rep.power = cfg->power;
-  rep.prices = cfg->prices;
-  rep.has_prices = cfg->has_prices;
-  auto run = workloads::estimate_run(rep.result, cfg->inputs.training.global_batch, cfg->budget, cfg->power, cfg->prices, topo->nodes());
-  if (!run) {
-    ctx.report(run.error());
+  auto record = simulate_record(*cfg, *topo, std::move(*result));
+  if (!record) {
+    ctx.report(record.error());
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
   }
-  rep.run = *run;
+  const reports::SimulateReport& rep = *record;
   if (!o.json.empty()) {
     if (auto st = reports::write_file_atomic(o.json, reports::simulate_json(rep).dump(2) + "\n"); !st) {
       print_error(st.error().message);
@@ -133,6 +121,27 @@ int run(const Options& o) {
 }
 
 }  // namespace
+
+Expected<reports::SimulateReport> simulate_record(const config::SimulateConfig& cfg, const hw::Topology& topo,
+                                                  workloads::StepResult result) {
+  reports::SimulateReport rep;
+  rep.model = workloads::model_name(cfg.inputs.model);
+  rep.cluster = topo.summary();
+  rep.precision = std::string(hw::to_string(cfg.inputs.training.precision));
+  rep.config = cfg.resolved;
+  rep.config["cluster"] = {{"summary", topo.summary()}, {"gpus", topo.gpus()}, {"nodes", topo.nodes()},
+                           {"fabric", std::string(hw::to_string(cfg.cluster.fabric.kind))}};
+  rep.result = std::move(result);
+  // Time to train, energy and cost (training.tokens, energy:, prices:).
+  rep.budget = cfg.budget;
+  rep.power = cfg.power;
+  rep.prices = cfg.prices;
+  rep.has_prices = cfg.has_prices;
+  auto run = workloads::estimate_run(rep.result, cfg.inputs.training.global_batch, cfg.budget, cfg.power, cfg.prices, topo.nodes());
+  if (!run) return run.error();
+  rep.run = *run;
+  return rep;
+}
 
 void add_simulate_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.hpp"
+#include "cli/simulate_command.hpp"
 #include "config/profile.hpp"
 #include "config/sweep_loader.hpp"
 #include "hw/topology.hpp"
@@ -45,6 +46,9 @@ std::string diagnostics_text(const config::Diagnostics& d) {
   return s;
 }
 
+// "field: message", as a row's reason.
+std::string reason(const Error& e) { return (e.field.empty() ? "" : e.field + ": ") + e.message; }
+
 // One point: the simulate configuration with the point's assignments, one simulated step, and the
 // result as `dtsim simulate --json` writes it. Every failure is a row with its reason.
 json evaluate(const config::SweepSpec& spec, std::size_t i, const config::HardwareProfile* profile) {
@@ -66,29 +70,16 @@ json evaluate(const config::SweepSpec& spec, std::size_t i, const config::Hardwa
   auto result = workloads::simulate_step(*topo, cfg->inputs);
   if (!result) {
     row["status"] = "error";
-    row["error"] = (result.error().field.empty() ? "" : result.error().field + ": ") + result.error().message;
+    row["error"] = reason(result.error());
     return row;
   }
-  reports::SimulateReport rep;
-  rep.model = workloads::model_name(cfg->inputs.model);
-  rep.cluster = topo->summary();
-  rep.precision = std::string(hw::to_string(cfg->inputs.training.precision));
-  rep.config = cfg->resolved;
-  rep.config["cluster"] = {{"summary", topo->summary()}, {"gpus", topo->gpus()}, {"nodes", topo->nodes()},
-                           {"fabric", std::string(hw::to_string(cfg->cluster.fabric.kind))}};
-  rep.result = std::move(*result);
-  // Time to train, energy and cost, as dtsim simulate reports them (training.tokens, energy:, prices:).
-  rep.budget = cfg->budget;
-  rep.power = cfg->power;
-  rep.prices = cfg->prices;
-  rep.has_prices = cfg->has_prices;
-  auto run = workloads::estimate_run(rep.result, cfg->inputs.training.global_batch, cfg->budget, cfg->power, cfg->prices, topo->nodes());
-  if (!run) {
+  auto record = simulate_record(*cfg, *topo, std::move(*result));
+  if (!record) {
     row["status"] = "error";
-    row["error"] = (run.error().field.empty() ? "" : run.error().field + ": ") + run.error().message;
+    row["error"] = reason(record.error());
     return row;
   }
-  rep.run = *run;
+  const reports::SimulateReport& rep = *record;
   const bool fits = rep.result.fits;
   const std::string note = rep.result.memory_note;
   json sim = reports::simulate_json(rep);

@@ -10,37 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "sim/file.hpp"
+
 namespace dtsim::planning {
-
-namespace {
-
-// All or nothing: a temporary file renamed into place (as reports::write_file_atomic, which this
-// library cannot use: reports depends on planning).
-Status write_whole(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-    out << content;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return Error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Error(fmt::format("cannot write '{}': {}", path, ec.message()));
-  }
-  return {};
-}
-
-}  // namespace
 
 std::string journal_text(const nlohmann::json& header, const std::vector<nlohmann::json>& rows) {
   std::string out = header.dump() + "\n";
@@ -102,7 +74,7 @@ Expected<Journal> Journal::open(const std::string& path, const nlohmann::json& h
     for (auto& r : rows) kept[r["point"].get<std::size_t>()] = r;
   }
   // Start from a clean file: the header and the kept rows (a line cut by a kill is dropped).
-  if (auto st = write_whole(path, journal_text(header, rows)); !st) return st.error();
+  if (auto st = write_file_atomic(path, journal_text(header, rows)); !st) return st.error();
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return Error(fmt::format("cannot append to '{}': {}", path, std::strerror(errno)));
   return Journal(path, header, fd);
@@ -133,7 +105,7 @@ Status Journal::finish(const std::vector<nlohmann::json>& rows) {
     ::close(fd_);
     fd_ = -1;
   }
-  return write_whole(path_, journal_text(header_, rows));
+  return write_file_atomic(path_, journal_text(header_, rows));
 }
 
 }  // namespace dtsim::planning

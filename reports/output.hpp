@@ -1,13 +1,10 @@
-// Writing result files: all or nothing (a temporary file renamed into place), so that a failed
-// run never leaves half a file behind.
+// Result files are written all or nothing: sim/file.hpp. The reports' name for it.
 #pragma once
 
-#include <string>
-
-#include "sim/expected.hpp"
+#include "sim/file.hpp"
 
 namespace dtsim::reports {
 
-Status write_file_atomic(const std::string& path, const std::string& content);
+using dtsim::write_file_atomic;
 
 }  // namespace dtsim::reports

@@ -18,16 +18,7 @@ int element_bytes(hw::DType precision) { return precision == hw::DType::fp32 || 
 Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const Layout& lay, int micro, int v, MemoryEstimate& out) {
   const TrainingSpec& tr = in.training;
   const ParallelSpec& par = in.parallel;
-  ProgramShape sh;
-  sh.micro_batch = tr.micro_batch;
-  sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
-  sh.tp = lay.tp();
-  sh.cp = lay.cp();
-  sh.ep = lay.ep();
-  sh.sequence_parallel = par.sequence_parallel && lay.tp() > 1;
-  sh.precision = tr.precision;
-  sh.recompute = tr.recompute;
-  sh.attention = tr.attention;
+  const ProgramShape sh = program_shape(m, tr, par, lay);
   if (auto st = validate_transformer(m, sh); !st) return st;
   const int p = lay.pp();
   const int vstages = p * v;

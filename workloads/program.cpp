@@ -165,6 +165,20 @@ std::optional<CommStep> tp_comm(const ProgramShape& sh, CollOp op, double bytes)
 
 }  // namespace
 
+ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, const ParallelSpec& par, const Layout& lay) {
+  ProgramShape sh;
+  sh.micro_batch = tr.micro_batch;
+  sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
+  sh.tp = lay.tp();
+  sh.cp = lay.cp();
+  sh.ep = lay.ep();
+  sh.sequence_parallel = par.sequence_parallel && lay.tp() > 1;
+  sh.precision = tr.precision;
+  sh.recompute = tr.recompute;
+  sh.attention = tr.attention;
+  return sh;
+}
+
 Status validate_transformer(const TransformerSpec& m, const ProgramShape& s) {
   const I kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
   if (s.seq <= 0) return Error("the sequence length must be positive", "training.seq_len");

@@ -58,6 +58,10 @@ struct ProgramShape {
   Attention attention = Attention::flash;
 };
 
+// The shapes of one run: its training settings on its layout (the engine and the memory estimate
+// build programs from the same shape).
+ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, const ParallelSpec& par, const Layout& lay);
+
 // Checks the model against the layout (heads divisible by tp, and so on); errors name fields.
 Status validate_transformer(const TransformerSpec& m, const ProgramShape& s);
 

@@ -312,16 +312,7 @@ Status Engine::build() {
 Status Engine::build_transformer(const TransformerSpec& m) {
   const TrainingSpec& tr = in_.training;
   const ParallelSpec& par = in_.parallel;
-  ProgramShape sh;
-  sh.micro_batch = tr.micro_batch;
-  sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
-  sh.tp = lay_.tp();
-  sh.cp = lay_.cp();
-  sh.ep = lay_.ep();
-  sh.sequence_parallel = par.sequence_parallel && lay_.tp() > 1;
-  sh.precision = tr.precision;
-  sh.recompute = tr.recompute;
-  sh.attention = tr.attention;
+  const ProgramShape sh = program_shape(m, tr, par, lay_);
   if (auto st = validate_transformer(m, sh); !st) return st;
   const int p = lay_.pp();
   if (m.layers < vstages_) {

@@ -1,4 +1,4 @@
-#include "reports/output.hpp"
+#include "sim/file.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace dtsim::reports {
+namespace dtsim {
 
 Status write_file_atomic(const std::string& path, const std::string& content) {
   namespace fs = std::filesystem;
@@ -34,4 +34,4 @@ Status write_file_atomic(const std::string& path, const std::string& content) {
   return {};
 }
 
-}  // namespace dtsim::reports
+}  // namespace dtsim
