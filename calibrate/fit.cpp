@@ -1,4 +1,5 @@
 #include "calibrate/fit.hpp"
+#include "calibrate/fit_memory.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -109,6 +110,9 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
       if (!(bytes > 0)) return Error(fmt::format("{}: params.bytes must be positive", r.where()));
       s.kernel = kernel;
       s.bytes = bytes;
+      if (r.params.contains("tokens") && r.params.contains("hidden") && r.params["tokens"].is_number() && r.params["hidden"].is_number()) {
+        s.elements = r.params["tokens"].get<double>() * r.params["hidden"].get<double>();
+      }
       s.time_s = t;
       s.where = r.where();
       d.memory.push_back(s);
@@ -565,35 +569,10 @@ class Fitter {
 
   Status fit_memory() {
     if (d_.memory.empty()) return {};
-    const double bw = gpu_.memory_bandwidth.bytes_per_s();
-    auto [train, held] = split(d_.memory.size(), o_.holdout_every, [&](std::size_t a, std::size_t b) {
-      return std::tie(d_.memory[a].kernel, d_.memory[a].bytes) < std::tie(d_.memory[b].kernel, d_.memory[b].bytes);
-    });
-    std::vector<XY> pts;
-    for (std::size_t i : train) pts.push_back(XY{d_.memory[i].bytes / bw, d_.memory[i].time_s});
-    double eff = 0, intercept = 0;
-    if (overhead_) {
-      // t - o = (bytes / bw) u with u = 1 / efficiency: weighted least squares in closed form.
-      double num = 0, den = 0;
-      for (const XY& p : pts) {
-        num += p.x * (p.y - *overhead_) / (p.y * p.y);
-        den += p.x * p.x / (p.y * p.y);
-      }
-      eff = num > 0 ? den / num : 1.0;
-      intercept = *overhead_;
-    } else {
-      const AlphaBeta ab = fit_alpha_beta(pts);
-      eff = ab.beta > 0 ? 1.0 / ab.beta : 1.0;
-      intercept = ab.alpha;
-      res_.params["compute.kernel_overhead"] = time_text(intercept);
-      res_.notes.push_back("no overhead suite: compute.kernel_overhead is the memory fit's intercept");
-    }
-    if (eff > 1.0) res_.notes.push_back(fmt::format("memory efficiency fits to {:.3f} (> 1: the preset's HBM bandwidth is low); kept at 1", eff));
-    eff = std::clamp(eff, 1e-3, 1.0);
-    res_.params["compute.memory.efficiency"] = fraction_text(eff);
-    res_.fit["memory"] = json{{"efficiency", round_sig(eff, 4)},
-                              {"hbm_bandwidth_GBps", round_sig(bw * 1e-9, 5)},
-                              {"fixed_cost_us", round_sig(intercept * 1e6, 4)}};
+    MemoryFit mf = fit_memory_kinds(d_.memory, gpu_, overhead_, compute_params(), o_.holdout_every);
+    for (auto& [k, v] : mf.params) res_.params[k] = v;
+    for (auto& n : mf.notes) res_.notes.push_back(std::move(n));
+    res_.fit["memory"] = std::move(mf.fit);
     return {};
   }
 
@@ -983,16 +962,14 @@ class Fitter {
       }
     }
     if (!d_.memory.empty()) {
-      auto [train, held] = split(d_.memory.size(), o_.holdout_every, [&](std::size_t a, std::size_t b) {
-        return std::tie(d_.memory[a].kernel, d_.memory[a].bytes) < std::tie(d_.memory[b].kernel, d_.memory[b].bytes);
-      });
-      std::vector<bool> is_held(d_.memory.size(), false);
-      for (std::size_t i : held) is_held[i] = true;
+      const std::vector<bool> is_held = memory_held_out(d_.memory, o_.holdout_every);
       std::map<std::string, std::vector<Scored>> fit_sc, def_sc;
       const workloads::ComputeModel fm(gpu_, fitted), dm(gpu_, defaults);
       for (std::size_t i = 0; i < d_.memory.size(); ++i) {
         const MemorySample& s = d_.memory[i];
-        const auto k = workloads::memory_op("memory", s.bytes);
+        const auto mk = memory_kernel_of(s);
+        if (!mk) continue;
+        const workloads::Kernel& k = *mk;
         fit_sc[s.kernel].push_back(Scored{(fm.kernel_time(k).seconds() - s.time_s) / s.time_s, s.where, is_held[i]});
         def_sc[s.kernel].push_back(Scored{(dm.kernel_time(k).seconds() - s.time_s) / s.time_s, s.where, is_held[i]});
       }

@@ -46,6 +46,7 @@ struct GemmSample {
 struct MemorySample {
   std::string kernel;  // copy, triad, layernorm, ...
   double bytes = 0;    // moved per launch (read + written)
+  double elements = 0; // elements per launch when the record says (tokens x hidden), else 0
   double time_s = 0;
   std::string where;
 };

@@ -1,4 +1,7 @@
 #include "config/profile.hpp"
+#include "config/presets.hpp"
+
+#include <filesystem>
 
 #include <charconv>
 #include <set>
@@ -87,7 +90,25 @@ std::vector<std::string> link_type_names(const hw::ClusterSpec& cluster) {
 }
 
 std::optional<HardwareProfile> load_profile(const std::string& path, LoadContext& ctx) {
-  auto doc = load_yaml_file(path, ctx);
+  // A file, or the name of a shipped profile (presets/profiles/<name>.yaml).
+  std::optional<YAML::Node> doc;
+  std::error_code ec;
+  const PresetFile* shipped = nullptr;
+  if (!std::filesystem::exists(path, ec) && path.find('/') == std::string::npos) shipped = find_preset("profiles", path);
+  if (shipped != nullptr) {
+    doc = parse_yaml(std::string(shipped->text), std::string(shipped->path), ctx);
+  } else if (!std::filesystem::exists(path, ec) && path.find('/') == std::string::npos && path.find(".y") == std::string::npos) {
+    const auto known = preset_names("profiles");
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    const std::string near = closest(path, known);
+    ctx.diagnostics.error(Location{path, 0, 0}, "--hw-profile",
+                        fmt::format("no file and no shipped profile named '{}'{} (shipped: {})", path,
+                                    near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", near), list.empty() ? "none" : list));
+    return std::nullopt;
+  } else {
+    doc = load_yaml_file(path, ctx);
+  }
   if (!doc) return std::nullopt;
   const std::size_t errors = ctx.diagnostics.size();
   HardwareProfile p;

@@ -245,6 +245,11 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = enum_field(*tr, "recompute", workloads::Recompute::none, workloads::parse_recompute, "none, selective, full")) t.recompute = *v;
     if (auto v = enum_field(*tr, "optimizer", workloads::Optimizer::adam, workloads::parse_optimizer, "adam, sgd")) t.optimizer = *v;
     if (auto v = enum_field(*tr, "attention", workloads::Attention::flash, workloads::parse_attention, "flash, standard")) t.attention = *v;
+    if (auto v = tr->number("dropout", false, 0.0, 0.99)) t.dropout = *v;
+    if (auto v = tr->string("dropout_mask")) {
+      if (*v == "regenerated") t.dropout_mask_regenerated = true;
+      else if (*v != "stored") tr->error("dropout_mask", fmt::format("'{}' is not one of: stored, regenerated", *v));
+    }
     load_data(*tr, t, out.budget, ctx);
     load_budget(*tr, out.budget);
     tr->finish();
@@ -360,7 +365,9 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"grad_dtype", std::string(hw::to_string(t.grad_dtype))},
                      {"recompute", std::string(workloads::to_string(t.recompute))},
                      {"optimizer", std::string(workloads::to_string(t.optimizer))},
-                     {"attention", std::string(workloads::to_string(t.attention))}};
+                     {"attention", std::string(workloads::to_string(t.attention))},
+                     {"dropout_mask", t.dropout_mask_regenerated ? "regenerated" : "stored"}};
+  if (t.dropout) res["training"]["dropout"] = *t.dropout;
   res["parallel"] = {{"tp", p.tp},
                      {"pp", p.pp},
                      {"dp", p.dp},

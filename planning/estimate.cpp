@@ -187,7 +187,6 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
   const double grad_bytes = hw::dtype_bytes(tr.grad_dtype);
   const bool mixed = tr.precision != hw::DType::fp32 && tr.precision != hw::DType::tf32;
   const double param_bytes = mixed ? 2.0 : 4.0;
-  const double per_param = (tr.optimizer == workloads::Optimizer::adam ? 24.0 : 16.0) + (mixed ? 2.0 : 0.0) + grad_bytes;
   const int dp = lay->dp();
   std::vector<double> dp_s(stages, 0), opt_s(stages, 0);
   for (std::size_t s = 0; s < stages; ++s) {
@@ -227,7 +226,9 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
     }
     const double shard = par.zero >= 1 ? static_cast<double>(dp) : 1.0;
     const double expert_shard = par.zero >= 1 ? std::max(1.0, shard / lay->ep()) : 1.0;
-    opt_s[s] = cm_.kernel_time(workloads::memory_op("optimizer", (f.dense_params / shard + f.expert_params / expert_shard) * per_param)).seconds();
+    opt_s[s] = (cm_.kernel_time(workloads::optimizer_update(in.training, f.dense_params / shard + f.expert_params / expert_shard)) +
+                cm_.kernel_time(workloads::gradient_zeroing(in.training, f.dense_params + f.expert_params)))
+                   .seconds();
   }
 
   std::size_t critical = 0;

@@ -25,13 +25,64 @@ Kernel gemm(const char* name, std::int64_t m, std::int64_t n, std::int64_t k, st
   return g;
 }
 
-Kernel memory_op(const char* name, double bytes, hw::DType math) {
+Kernel memory_op(const char* name, double bytes, hw::DType math, MemoryKind kind) {
   Kernel k;
   k.name = name;
   k.cls = KernelClass::memory;
+  k.kind = kind;
   k.bytes = bytes;
   k.dtype = math;
   return k;
+}
+
+MemoryKind backward_kind(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::norm: return MemoryKind::norm_bwd;
+    case MemoryKind::activation: return MemoryKind::activation_bwd;
+    case MemoryKind::softmax: return MemoryKind::softmax_bwd;
+    default: return k;
+  }
+}
+
+std::string_view to_string(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::stream: return "stream";
+    case MemoryKind::norm: return "norm";
+    case MemoryKind::norm_bwd: return "norm_bwd";
+    case MemoryKind::activation: return "activation";
+    case MemoryKind::activation_bwd: return "activation_bwd";
+    case MemoryKind::softmax: return "softmax";
+    case MemoryKind::softmax_bwd: return "softmax_bwd";
+    case MemoryKind::dropout: return "dropout";
+    case MemoryKind::optimizer: return "optimizer";
+    case MemoryKind::layout: return "layout";
+  }
+  return "?";
+}
+
+std::string_view kernel_family(const Kernel& k) {
+  switch (k.cls) {
+    case KernelClass::gemm: return "gemm";
+    case KernelClass::attention:
+    case KernelClass::attention_bwd: return "attention";
+    case KernelClass::memory: break;
+  }
+  const std::string_view n = k.name;
+  if (n.find("cross_entropy") != std::string_view::npos) return "cross_entropy";
+  if (n.find("embedding") != std::string_view::npos) return "embedding";
+  switch (k.kind) {
+    case MemoryKind::norm:
+    case MemoryKind::norm_bwd: return "norm";
+    case MemoryKind::activation:
+    case MemoryKind::activation_bwd: return "activation";
+    case MemoryKind::softmax:
+    case MemoryKind::softmax_bwd: return "softmax";
+    case MemoryKind::dropout: return "dropout";
+    case MemoryKind::optimizer: return "optimizer";
+    case MemoryKind::layout:
+    case MemoryKind::stream: break;
+  }
+  return "copy";
 }
 
 ComputeModel::ComputeModel(const hw::GpuSpec& gpu, ComputeParams params) : gpu_(gpu), params_(std::move(params)) {}
@@ -45,6 +96,11 @@ double ComputeModel::peak(hw::DType d) const {
     if (jt != gpu_.peak.end()) return jt->second.flops_per_s();
   }
   return gpu_.peak.begin()->second.flops_per_s();
+}
+
+double ComputeModel::fp32_rate() const {
+  const auto it = gpu_.peak.find(hw::DType::fp32);
+  return it != gpu_.peak.end() ? it->second.flops_per_s() : peak(hw::DType::fp32);
 }
 
 double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, hw::DType d) const {
@@ -72,8 +128,9 @@ double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_
 }
 
 Time ComputeModel::kernel_time(const Kernel& k) const {
-  const double bw = gpu_.memory_bandwidth.bytes_per_s() * params_.memory_efficiency;
-  const double mem_s = k.bytes / bw;
+  const bool memory_bound = k.cls == KernelClass::memory;
+  const double mem_eff = memory_bound ? params_.kind_efficiency(k.kind) : params_.memory_efficiency;
+  const double mem_s = k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * mem_eff);
   double compute_s = 0;
   switch (k.cls) {
     case KernelClass::gemm: {
@@ -88,10 +145,11 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
       compute_s = k.flops / (peak(k.dtype) * params_.attention_bwd_efficiency);
       break;
     case KernelClass::memory:
-      compute_s = 0;
+      // Random numbers for a dropout mask are computed on the fp32 pipes, one per element.
+      compute_s = k.elements > 0 ? k.elements * params_.dropout_ops / fp32_rate() : 0;
       break;
   }
-  return Time::from_seconds(std::max(compute_s, mem_s)) + params_.kernel_overhead;
+  return Time::from_seconds(std::max(compute_s, mem_s)) + (memory_bound ? params_.kind_overhead(k.kind) : params_.kernel_overhead);
 }
 
 namespace {
@@ -139,6 +197,32 @@ std::vector<ComputeParamInfo> build_table() {
   number("comm_slowdown", &ComputeParams::comm_slowdown, "fraction",
          "compute slowdown while communication kernels run beside it (they take SMs and memory bandwidth)",
          "assumption: overlapped GEMMs lose 5-20% to NCCL kernels in published overlap studies", 1.0);
+  const std::string kind_src =
+      "dtsim's harness kernels on one H100 SXM (data/calibration/h100-sxm-2026-11-23, memory suite): "
+      "t = overhead + bytes / (3.35 TB/s x efficiency), least squares on relative error";
+  for (int i = 1; i < kMemoryKinds; ++i) {
+    const auto kind = static_cast<MemoryKind>(i);
+    const auto at = static_cast<std::size_t>(i);
+    t.push_back(ComputeParamInfo{fmt::format("memory.{}.efficiency", to_string(kind)), "fraction",
+                                 fmt::format("fraction of HBM bandwidth {} kernels reach", to_string(kind)), kind_src,
+                                 [at](const ComputeParams& p) { return fmt::format("{:.4g}", p.kinds[at].efficiency); },
+                                 [at](ComputeParams& p, std::string_view v) { return set_fraction(p.kinds[at].efficiency, v); }});
+    t.push_back(ComputeParamInfo{fmt::format("memory.{}.overhead", to_string(kind)), "time",
+                                 fmt::format("fixed cost of one {} kernel (replaces kernel_overhead for them)", to_string(kind)), kind_src,
+                                 [at](const ComputeParams& p) { return to_string(p.kinds[at].overhead); },
+                                 [at](ComputeParams& p, std::string_view v) {
+                                   auto r = parse_time(v);
+                                   if (!r) return Status(r.error());
+                                   if (r->picoseconds() < 0) return Status(Error("a fixed cost cannot be negative"));
+                                   p.kinds[at].overhead = *r;
+                                   return Status();
+                                 }});
+  }
+  number("dropout_ops", &ComputeParams::dropout_ops, "operations",
+         "fp32-pipe operations per element of a dropout mask (random number, compare, scale)",
+         "H100 dropout+residual kernel: 249 G elements/s (data/calibration/h100-sxm-2026-11-23) = 67 TFLOP/s fp32 / 270; "
+         "the same rate as plain dropout over attention scores in the validation workload's kernel profile",
+         1e6);
   t.push_back(ComputeParamInfo{"kernel_overhead", "time", "launch and fixed cost added to every kernel",
                                "fit: the published 1024^3 GEMMs imply about 4 us of fixed cost",
                                [](const ComputeParams& p) { return to_string(p.kernel_overhead); },

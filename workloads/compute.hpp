@@ -19,9 +19,36 @@ namespace dtsim::workloads {
 
 enum class KernelClass : unsigned char { gemm, attention, attention_bwd, memory };
 
+// What a memory-bound kernel does. Kernels of one kind share an achieved fraction of HBM bandwidth
+// and a fixed cost (ComputeParams::kinds): a row-wise reduction (layer norm, softmax) reaches much
+// less of the bandwidth than a streaming copy, and the measured fractions differ by up to 2.5x
+// (docs/model.md, "Memory-bound kernels").
+enum class MemoryKind : unsigned char {
+  stream,          // copies, residual adds, casts, embeddings, layout permutes, CNN element-wise ops
+  norm,            // layer norm / RMS norm forward
+  norm_bwd,        // their backward (input gradient and the scale/shift gradients)
+  activation,      // GELU, SiLU, gated activations forward
+  activation_bwd,
+  softmax,         // row-wise softmax (attention scores, the loss's log-softmax over the vocabulary)
+  softmax_bwd,
+  dropout,         // dropout (random mask): bound by generating the random numbers, see dropout_ops
+  optimizer,       // the optimizer's update over the parameters
+  layout,          // permuting copies (attention heads to [b, heads, s, d] and back): index arithmetic
+};
+inline constexpr int kMemoryKinds = 10;
+std::string_view to_string(MemoryKind k);
+
+// The report's kernel families (dtsim validate --kernels): what a measured kernel name and a
+// modelled kernel are compared as.
+std::string_view kernel_family(const struct Kernel& k);
+
 struct Kernel {
   const char* name = "";        // static label: "qkv", "attention", "layernorm", ...
   KernelClass cls = KernelClass::memory;
+  MemoryKind kind = MemoryKind::stream;  // memory-bound kernels: which bandwidth and fixed cost
+  double elements = 0;               // dropout: elements masked (random numbers drawn)
+  bool regenerate = false;           // dropout: the backward draws the mask's random numbers again
+  double backward_bytes = -1;        // memory-bound: bytes of the gradient kernel (< 0: 1.5 x bytes)
   std::int64_t m = 0, n = 0, k = 0;  // GEMM: one problem of a batch
   std::int64_t batch = 1;            // GEMM: independent problems (batched GEMM)
   double flops = 0;                  // total (GEMMs: 2 m n k batch)
@@ -34,11 +61,19 @@ struct Kernel {
 Kernel gemm(const char* name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, hw::DType math,
             int in_bytes, int out_bytes);
 // A memory-bound kernel moving `bytes`.
-Kernel memory_op(const char* name, double bytes, hw::DType math = hw::DType::bf16);
+Kernel memory_op(const char* name, double bytes, hw::DType math = hw::DType::bf16, MemoryKind kind = MemoryKind::stream);
+// The backward kind of a forward memory-bound kind (norm -> norm_bwd, ...; others unchanged).
+MemoryKind backward_kind(MemoryKind k);
 
 struct GemmTile {
   int m = 128, n = 128;
   double efficiency = 1.0;  // of the large-GEMM efficiency, for this tile size
+};
+
+// A memory-bound kind's achieved bandwidth and fixed cost: t = overhead + bytes / (HBM x efficiency).
+struct MemoryKindParams {
+  double efficiency = 0.85;
+  Time overhead = Time::us(4);
 };
 
 struct ComputeParams {
@@ -52,9 +87,34 @@ struct ComputeParams {
   double attention_bwd_efficiency = 0.45;
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth streaming kernels reach
   Time kernel_overhead = Time::us(4);      // launch and fixed cost per kernel
+  // Per memory-bound kind (index: MemoryKind): efficiency and fixed cost. `stream` uses
+  // memory_efficiency and kernel_overhead above (kept as the names profiles already use).
+  // Defaults: dtsim's harness kernels measured on an H100 SXM (data/calibration/h100-sxm-2026-11-23),
+  // as fractions of the datasheet bandwidth; docs/model.md gives the fit.
+  std::array<MemoryKindParams, kMemoryKinds> kinds{{
+      {0.85, Time::us(4)},                         // stream (unused: memory_efficiency, kernel_overhead)
+      {0.41, Time::ns(5400)},                      // norm
+      {0.33, Time::ns(9000)},                      // norm_bwd
+      {0.43, Time::ns(6500)},                      // activation
+      {0.57, Time::ns(6300)},                      // activation_bwd
+      {0.48, Time::ns(10400)},                     // softmax
+      {0.60, Time::ns(5500)},                      // softmax_bwd
+      {0.85, Time::ns(3300)},                      // dropout (bytes at stream rate; see dropout_ops)
+      {0.82, Time::us(4)},                         // optimizer
+      {0.85, Time::us(4)},                         // layout: no measurement yet, as stream (docs/model.md)
+  }};
+  // Dropout draws one random number per element: fp32-pipe operations per element (hash or
+  // Philox, mask, scale). Measured: H100 dropout+residual 249 G elements/s = 67 TFLOP/s / 270.
+  double dropout_ops = 270;
   double comm_slowdown = 0.10;             // compute runs this much slower while NCCL kernels overlap it
 
   double efficiency(hw::DType d) const { return gemm_efficiency[static_cast<std::size_t>(d)]; }
+  double kind_efficiency(MemoryKind k) const {
+    return k == MemoryKind::stream ? memory_efficiency : kinds[static_cast<std::size_t>(k)].efficiency;
+  }
+  Time kind_overhead(MemoryKind k) const {
+    return k == MemoryKind::stream ? kernel_overhead : kinds[static_cast<std::size_t>(k)].overhead;
+  }
 };
 
 struct ComputeParamInfo {
@@ -78,6 +138,7 @@ class ComputeModel {
 
  private:
   double peak(hw::DType d) const;
+  double fp32_rate() const;  // non-tensor fp32 peak (dropout's random numbers)
   hw::GpuSpec gpu_;
   ComputeParams params_;
 };

@@ -55,8 +55,27 @@ Kernel bmm(const Types& ty, const char* name, I batch, I m, I n, I k) {
   return gemm(name, m, n, k, batch, ty.math == hw::DType::fp8 ? hw::DType::bf16 : ty.math, ty.act, ty.act);
 }
 
-Kernel mem(const Types& ty, const char* name, double elements) {
-  return memory_op(name, elements * ty.act, ty.act_math);
+Kernel mem(const Types& ty, const char* name, double elements, MemoryKind kind = MemoryKind::stream) {
+  return memory_op(name, elements * ty.act, ty.act_math, kind);
+}
+
+// Dropout over `n` elements: read the input, write the output (and a one-byte mask unless the
+// backward regenerates it), one random number per element.
+Kernel dropout_op(const Types& ty, const ProgramShape& sh, const char* name, double n) {
+  Kernel k = memory_op(name, n * (2.0 * ty.act + (sh.dropout_regenerated ? 0.0 : 1.0)), ty.act_math, MemoryKind::dropout);
+  k.elements = n;
+  k.regenerate = sh.dropout_regenerated;
+  return k;
+}
+
+// Dropout on the residual branch fused with the residual add (Megatron's bias-dropout-add):
+// read the branch and the residual, write the sum.
+Kernel residual_op(const Types& ty, const ProgramShape& sh, const char* name, double n) {
+  if (sh.dropout <= 0) return memory_op(name, 3.0 * n * ty.act, ty.act_math, MemoryKind::stream);
+  Kernel k = memory_op(name, n * (3.0 * ty.act + (sh.dropout_regenerated ? 0.0 : 1.0)), ty.act_math, MemoryKind::dropout);
+  k.elements = n;
+  k.regenerate = sh.dropout_regenerated;
+  return k;
 }
 
 CollOp dual(CollOp op) {
@@ -99,9 +118,25 @@ void append_backward(const Kernel& k, std::vector<Kernel>& out) {
     case KernelClass::attention_bwd:
       break;
     case KernelClass::memory: {
-      // Reads the output gradient and the saved input, writes the input gradient.
       Kernel b = k;
-      b.bytes = 1.5 * k.bytes;
+      b.kind = backward_kind(k.kind);
+      if (k.kind == MemoryKind::dropout) {
+        // The input gradient is the output gradient through the mask: the mask is read back (one
+        // byte per element), or regenerated from the seed (random numbers again). A fused
+        // residual passes its gradient straight through (no kernel of its own).
+        const double act = k.bytes / k.elements - (k.regenerate ? 0.0 : 1.0);  // bytes per element, all tensors
+        const double tensor = std::string_view(k.name).find("residual") != std::string_view::npos ? act / 3.0 : act / 2.0;
+        b.bytes = k.elements * (2.0 * tensor + (k.regenerate ? 0.0 : 1.0));
+        if (!k.regenerate) {
+          b.kind = MemoryKind::stream;
+          b.elements = 0;
+        }
+      } else if (k.backward_bytes >= 0) {
+        b.bytes = k.backward_bytes;
+      } else {
+        // Reads the output gradient and the saved input, writes the input gradient.
+        b.bytes = 1.5 * k.bytes;
+      }
       out.push_back(b);
       break;
     }
@@ -176,6 +211,10 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.precision = tr.precision;
   sh.recompute = tr.recompute;
   sh.attention = tr.attention;
+  // GPT/BERT-style models (with biases) train with dropout 0.1 by default (GPT-2, BERT, Megatron's
+  // GPT); Llama-style models without.
+  sh.dropout = tr.dropout.value_or(m.bias ? 0.1 : 0.0);
+  sh.dropout_regenerated = tr.dropout_mask_regenerated;
   return sh;
 }
 
@@ -218,7 +257,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   Pass& fwd = p.forward;
 
   // Attention.
-  Segment ln1{{mem(ty, "layernorm", 2.0 * x.Tn * x.h)}, std::nullopt, false};
+  Segment ln1{{mem(ty, "layernorm", 2.0 * x.Tn * x.h, MemoryKind::norm)}, std::nullopt, false};
   Segment attn;
   if (sp) {
     ln1.comm = tp_comm(sh, CollOp::allgather, act_bytes);
@@ -239,10 +278,23 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     a.bytes = static_cast<double>(x.T) * static_cast<double>(2 * x.qdim + 2 * x.kvdim) / static_cast<double>(x.t) * ty.act;
     core.push_back(a);
   } else {
+    // Unfused attention: the heads are laid out as [b, heads, s, d] for the batched products (Q, K
+    // and V copied out of the [tokens, (heads + 2 kv) d] projection, the context copied back), as
+    // the dtsim-validate workload does and Megatron-LM's non-flash path and Hugging Face's eager
+    // attention do at least for the context (permute + contiguous).
+    const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
+    Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout);
+    split.backward_bytes = split.bytes;
+    attn.kernels.push_back(split);
+    const double scores = static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s);
     core.push_back(bmm(ty, "scores", x.b * hp, x.sl, x.s, x.d));
-    core.push_back(mem(ty, "softmax", 2.0 * static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s)));
-    core.push_back(mem(ty, "attention_dropout", 1.5 * static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s)));
+    core.push_back(mem(ty, "softmax", 2.0 * scores, MemoryKind::softmax));
+    if (sh.dropout > 0) core.push_back(dropout_op(ty, sh, "attention_dropout", scores));
     core.push_back(bmm(ty, "context", x.b * hp, x.sl, x.d, x.s));
+    Kernel merge = mem(ty, "layout_context", 2.0 * static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t),
+                       MemoryKind::layout);
+    merge.backward_bytes = merge.bytes;
+    core.push_back(merge);
   }
   if (sh.cp > 1) {
     // Ring attention: K and V chunks travel around the context-parallel ring while attention runs.
@@ -262,7 +314,8 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   fwd.segments.push_back(attn);
 
   // MLP (dense) or experts.
-  Segment pre{{mem(ty, "dropout_residual", 3.0 * x.Tn * x.h), mem(ty, "layernorm", 2.0 * x.Tn * x.h)}, std::nullopt, false};
+  Segment pre{{residual_op(ty, sh, "dropout_residual", static_cast<double>(x.Tn * x.h)), mem(ty, "layernorm", 2.0 * x.Tn * x.h, MemoryKind::norm)},
+              std::nullopt, false};
   const I gate = m.gated_mlp ? 2 : 1;
   if (m.experts > 0) {
     // Tokens stay split across the TP ranks (sequence parallel); each rank routes its tokens to
@@ -279,7 +332,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     up.weighted = true;
     Kernel down = gemm("expert_down", tokens_per_expert, x.h, x.f, local_experts, ty.math, ty.gemm_in, ty.act);
     down.weighted = true;
-    experts.kernels = {up, mem(ty, "activation", static_cast<double>(local_experts * tokens_per_expert * x.f * (gate + 1))), down};
+    experts.kernels = {up, mem(ty, "activation", static_cast<double>(local_experts * tokens_per_expert * x.f * (gate + 1)), MemoryKind::activation), down};
     experts.comm = CommStep{CollOp::alltoall, CommGroup::ep, Bytes(static_cast<I>(routed))};
     fwd.segments.push_back(experts);
     p.expert_params = local_experts * ((gate + 1) * x.h * x.f + (m.bias ? gate * x.f + x.h : 0));
@@ -292,12 +345,12 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
       mlp.kernels = pre.kernels;
     }
     mlp.kernels.push_back(lin(ty, "mlp_up", x.T, gate * x.f / x.t, x.h));
-    mlp.kernels.push_back(mem(ty, "activation", static_cast<double>(x.T) * static_cast<double>(x.f / x.t) * static_cast<double>(gate + 1)));
+    mlp.kernels.push_back(mem(ty, "activation", static_cast<double>(x.T) * static_cast<double>(x.f / x.t) * static_cast<double>(gate + 1), MemoryKind::activation));
     mlp.kernels.push_back(lin(ty, "mlp_down", x.T, x.h, x.f / x.t));
     mlp.comm = tp_comm(sh, sp ? CollOp::reducescatter : CollOp::allreduce, act_bytes);
     fwd.segments.push_back(mlp);
   }
-  fwd.segments.push_back(Segment{{mem(ty, "dropout_residual", 3.0 * x.Tn * x.h)}, std::nullopt, false});
+  fwd.segments.push_back(Segment{{residual_op(ty, sh, "dropout_residual", static_cast<double>(x.Tn * x.h))}, std::nullopt, false});
 
   p.backward = backward_of(fwd);
   if (sh.recompute == Recompute::full) {
@@ -343,7 +396,7 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   LayerProgram p;
   p.name = "head";
   const double act_bytes = static_cast<double>(x.T * x.h * ty.act);
-  Segment norm{{mem(ty, "final_norm", 2.0 * x.Tn * x.h)}, std::nullopt, false};
+  Segment norm{{mem(ty, "final_norm", 2.0 * x.Tn * x.h, MemoryKind::norm)}, std::nullopt, false};
   Segment logits;
   if (sh.sequence_parallel && sh.tp > 1) {
     norm.comm = tp_comm(sh, CollOp::allgather, act_bytes);
@@ -353,9 +406,14 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   }
   if (m.encoder) logits.kernels.push_back(lin(ty, "mlm_transform", x.T, x.h, x.h));
   logits.kernels.push_back(lin(ty, "lm_head", x.T, m.vocab / x.t, x.h));
-  // Vocabulary-parallel cross-entropy in fp32: read and write the logits; the TP ranks exchange
-  // per-token maxima and sums (two all-reduces of one fp32 per token, merged here).
-  logits.kernels.push_back(memory_op("cross_entropy", 2.0 * static_cast<double>(x.T) * static_cast<double>(m.vocab / x.t) * 4.0));
+  // Vocabulary-parallel cross-entropy: a row-wise log-softmax that reads the 16-bit logits and
+  // writes fp32 log-probabilities; its backward reads those and writes the 16-bit logit gradient
+  // (one read and one write each way). The TP ranks exchange per-token maxima and sums (two
+  // all-reduces of one fp32 per token, merged here).
+  const double logit_el = static_cast<double>(x.T) * static_cast<double>(m.vocab / x.t);
+  Kernel ce = memory_op("cross_entropy", logit_el * (ty.act + 4.0), ty.act_math, MemoryKind::softmax);
+  ce.backward_bytes = ce.bytes;
+  logits.kernels.push_back(ce);
   logits.comm = tp_comm(sh, CollOp::allreduce, 8.0 * static_cast<double>(x.T));
   p.forward.segments.push_back(logits);
   p.backward = backward_of(p.forward);
@@ -412,6 +470,16 @@ std::vector<LayerProgram> cnn_program(const CnnSpec& m, const ProgramShape& sh) 
     if (sh.recompute == Recompute::full) p.recompute = p.forward;
   }
   return out;
+}
+
+Kernel optimizer_update(const TrainingSpec& tr, double params) {
+  const bool mixed = tr.precision != hw::DType::fp32 && tr.precision != hw::DType::tf32;
+  const double per_param = (tr.optimizer == Optimizer::adam ? 24.0 : 16.0) + (mixed ? 2.0 : 0.0) + hw::dtype_bytes(tr.grad_dtype);
+  return memory_op("optimizer", params * per_param, hw::DType::fp32, MemoryKind::optimizer);
+}
+
+Kernel gradient_zeroing(const TrainingSpec& tr, double params) {
+  return memory_op("zero_grad", params * hw::dtype_bytes(tr.grad_dtype), hw::DType::fp32, MemoryKind::stream);
 }
 
 double model_flops_per_sample(const ModelSpec& model, std::int64_t seq) {

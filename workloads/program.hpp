@@ -56,6 +56,8 @@ struct ProgramShape {
   hw::DType precision = hw::DType::bf16;
   Recompute recompute = Recompute::none;
   Attention attention = Attention::flash;
+  double dropout = 0;              // probability; 0: no dropout kernels
+  bool dropout_regenerated = false;  // backward regenerates the mask (random numbers again)
 };
 
 // The shapes of one run: its training settings on its layout (the engine and the memory estimate
@@ -68,6 +70,14 @@ Status validate_transformer(const TransformerSpec& m, const ProgramShape& s);
 LayerProgram transformer_embedding(const TransformerSpec& m, const ProgramShape& s);
 LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& s);
 LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& s);
+
+// The optimizer's update of `params` parameters on one rank: one memory-bound pass over the fp32
+// state (Adam: master weights, two moments, read and written; SGD: weights and momentum), the
+// gradient read and, with 16-bit training, the 16-bit weight copy written.
+Kernel optimizer_update(const TrainingSpec& tr, double params);
+// Zeroing the gradient buffers before the next accumulation (Megatron-LM's zero_grad_buffer, a
+// memset of every gradient; dtsim-validate does the same): `params` gradients of grad_dtype written.
+Kernel gradient_zeroing(const TrainingSpec& tr, double params);
 
 // A CNN as one layer program per weighted layer (data parallel only).
 std::vector<LayerProgram> cnn_program(const CnnSpec& m, const ProgramShape& s);

@@ -348,7 +348,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   as.recompute = tr.recompute;
   as.attention = tr.attention;
   as.act_bytes = e_bytes;
-  as.dropout = m.bias;  // GPT/BERT-style models train with dropout; Llama-style ones do not
+  as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
   const double per_layer_act = layer_activation_bytes(m, as);
   const int v = vstages_ / p;
   for (int s = 0; s < p; ++s) {
@@ -1210,15 +1210,13 @@ void Engine::optimizer_step(Executor& e) {
   }
   // One fused, memory-bound update over this rank's (sharded) parameters: Adam reads and writes
   // the fp32 master weight and both moments, reads the gradient, writes the low-precision copy.
-  const TrainingSpec& tr = in_.training;
-  const bool mixed = tr.precision != hw::DType::fp32 && tr.precision != hw::DType::tf32;
-  const double per_param = (tr.optimizer == Optimizer::adam ? 24.0 : 16.0) + (mixed ? 2.0 : 0.0) + hw::dtype_bytes(tr.grad_dtype);
   const double shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.dp()) : 1.0;
   const double expert_shard = in_.parallel.zero >= 1 ? std::max(1.0, shard / lay_.ep()) : 1.0;
   const double params = e.prog->dense_params / shard + e.prog->expert_params / expert_shard;
   const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
   block(e, TimeKind::optimizer);
-  sim_.schedule_in(cm.kernel_time(memory_op("optimizer", params * per_param)), [this, &e] {
+  const double grads = e.prog->dense_params + e.prog->expert_params;
+  sim_.schedule_in(cm.kernel_time(optimizer_update(in_.training, params)) + cm.kernel_time(gradient_zeroing(in_.training, grads)), [this, &e] {
     record(e, TimelineEvent::Track::compute, e.wait_start, "optimizer step",
            fmt::format("{} update", in_.training.optimizer == Optimizer::adam ? "Adam" : "SGD"));
     account(e);

@@ -63,6 +63,12 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   Optimizer optimizer = Optimizer::adam;
   Attention attention = Attention::flash;
+  // Dropout probability; nullopt: the model family's usual setting (0.1 for GPT/BERT-style models
+  // with biases, none for Llama-style ones).
+  std::optional<double> dropout;
+  // How the backward pass gets the dropout mask: stored by the forward (PyTorch, Megatron: one byte
+  // per element) or regenerated from the random seed (dtsim-validate's workload; no mask in memory).
+  bool dropout_mask_regenerated = false;
   std::optional<InputPipeline> data;       // nullopt: data is assumed to be on the GPU in time (not modelled)
 };
 

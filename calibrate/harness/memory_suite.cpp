@@ -129,6 +129,14 @@ void register_memory(Context& ctx) {
                      }});
       pts.push_back({"dropout_residual", shape, 3.0 * static_cast<double>(act), 3 * act, {{"tokens", T}, {"hidden", h}},
                      [=](char* b, cudaStream_t st) { return gpu::dropout_residual_fwd(b, b + act, b + 2 * act, n, 0.1f, 7, t, st); }});
+      // Head-layout copies of unfused attention (dtsim: compute.memory.layout): the [T, 3h]
+      // projection into q, k, v as [b, heads, s, d], and the context back to [T, h].
+      const int s_len = static_cast<int>(std::min<std::int64_t>(T, 1024)), heads = static_cast<int>(std::max<std::int64_t>(1, h / 64));
+      const int bsz = static_cast<int>(T / s_len), dh = static_cast<int>(h) / heads;
+      pts.push_back({"layout_qkv", shape, 6.0 * static_cast<double>(act), 6 * act, {{"tokens", T}, {"hidden", h}},
+                     [=](char* b, cudaStream_t st) { return gpu::split_qkv(b, b + 3 * act, b + 4 * act, b + 5 * act, bsz, s_len, heads, dh, t, st); }});
+      pts.push_back({"layout_heads", shape, 2.0 * static_cast<double>(act), 2 * act, {{"tokens", T}, {"hidden", h}},
+                     [=](char* b, cudaStream_t st) { return gpu::merge_heads(b, b + act, bsz, s_len, heads, dh, t, st); }});
       const std::size_t ff = n * 4;  // MLP activations: T x 4h
       pts.push_back({"gelu_fwd", std::to_string(T) + "x" + std::to_string(4 * h), 2.0 * static_cast<double>(ff * e), 2 * ff * e,
                      {{"tokens", T}, {"hidden", 4 * h}},

@@ -136,3 +136,71 @@ TEST(ValidateCli, BadInputIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+int sh_status(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const std::string kH100Validation = source("data/validation/h100-sxm-2026-11-23/validation-full.jsonl");
+const std::string kH100Kernels = source("data/validation/h100-sxm-2026-11-23/kernels/kernels-gpt-125m-b8.csv");
+
+TEST(ValidateCli, ShippedProfileByNameKernelTableAndReport) {
+  const std::string dir = temp("validate-report");
+  std::filesystem::remove_all(dir);
+  const Result r = run("validate " + kH100Validation + " --hw-profile h100-sxm-2026-11-23 --kernels " + kH100Kernels +
+                       " --point gpt-125m/seq1024/mb8/gpus1 --report " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("hardware profile h100-sxm-2026-11-23"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("27 points"), std::string::npos) << r.out;
+  for (const char* family : {"gemm", "dropout", "softmax", "cross_entropy", "optimizer", "norm", "copy"}) {
+    EXPECT_NE(r.out.find(std::string("\n") + family + " "), std::string::npos) << family << " missing from\n" << r.out;
+  }
+  const std::string html = slurp(dir + "/report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("Kernels of one step of gpt-125m/seq1024/mb8/gpus1"), std::string::npos);
+  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  const auto doc = nlohmann::json::parse(slurp(dir + "/validation.json"));
+  EXPECT_EQ(doc["rows"].size(), 27u);
+  EXPECT_TRUE(doc["kernels"].is_object());
+
+  // Rendered offline by headless Chromium into a non-trivial picture.
+  bool have_chromium = false;
+  std::string browser;
+  for (const char* c : {"chromium", "chromium-browser", "google-chrome"}) {
+    if (!have_chromium && sh_status(std::string("command -v ") + c + " > /dev/null 2>&1") == 0) {
+      have_chromium = true;
+      browser = c;
+    }
+  }
+  if (!have_chromium) GTEST_SKIP() << "chromium is not installed (scripts/deps --test installs it)";
+  const std::string png = dir + "/render.png", profile = temp("validate-chromium-profile");
+  std::filesystem::remove_all(profile);
+  sh_status(browser + " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking --disable-component-update"
+                      " --disable-sync --disable-default-apps --disable-extensions --user-data-dir=" + profile +
+            " --window-size=1200,1600 --screenshot=" + png + " file://" + dir + "/report.html > " + dir + "/chromium.log 2>&1");
+  ASSERT_TRUE(std::filesystem::exists(png)) << slurp(dir + "/chromium.log");
+  EXPECT_GT(std::filesystem::file_size(png), 30'000u) << "a chart and two tables compress to more than a blank page";
+}
+
+TEST(ValidateCli, KernelProfileProblemsAreRefused) {
+  const Result no_point = run("validate " + kH100Validation + " --kernels " + kH100Kernels);
+  EXPECT_EQ(no_point.code, 2) << no_point.out;
+  EXPECT_NE(no_point.out.find("--point"), std::string::npos) << no_point.out;
+  const Result bad_point = run("validate " + kH100Validation + " --kernels " + kH100Kernels + " --point gpt-9b");
+  EXPECT_EQ(bad_point.code, 2);
+  EXPECT_NE(bad_point.out.find("gpt-9b"), std::string::npos) << bad_point.out;
+  const std::string bad = temp("bad-kernels.csv");
+  write(bad, "id,kernel,grid,block,duration_ns\n0,k,a,b,12\n1,k,a,b,oops\n");
+  const Result bad_csv = run("validate " + kH100Validation + " --kernels " + bad + " --point gpt-125m/seq1024/mb8/gpus1");
+  EXPECT_EQ(bad_csv.code, 2);
+  EXPECT_NE(bad_csv.out.find(bad + ":3"), std::string::npos) << bad_csv.out;
+  const Result bad_profile = run("validate " + kH100Validation + " --hw-profile h100-sxm-2026");
+  EXPECT_EQ(bad_profile.code, 2);
+  EXPECT_NE(bad_profile.out.find("h100-sxm-2026-11-23"), std::string::npos) << bad_profile.out;
+}
+
+}  // namespace

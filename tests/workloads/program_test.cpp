@@ -120,3 +120,162 @@ TEST(CnnProgram, ItsLayersHoldEveryParameter) {
 
 }  // namespace
 }  // namespace dtsim::workloads
+
+namespace dtsim::workloads {
+namespace {
+
+// One GPT block with standard (unfused) attention, bf16, b = 2, s = 1024, h = 768, 12 heads,
+// dropout 0.1, written out by hand: every kernel's bytes, FLOPs and kind.
+TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
+  TransformerSpec m;
+  m.name = "gpt-small";
+  m.hidden = 768;
+  m.layers = 12;
+  m.heads = 12;
+  m.ffn = 3072;
+  m.vocab = 50304;
+  m.max_seq = 1024;
+  m.bias = true;
+  ProgramShape sh;
+  sh.micro_batch = 2;
+  sh.seq = 1024;
+  sh.attention = Attention::standard;
+  sh.dropout = 0.1;
+  const double b = 2, s = 1024, h = 768, a = 12, d = 64, f = 3072, T = b * s;
+  const LayerProgram p = transformer_block(m, sh);
+  std::vector<Kernel> fwd;
+  for (const auto& seg : p.forward.segments) fwd.insert(fwd.end(), seg.kernels.begin(), seg.kernels.end());
+  struct Want {
+    const char* name;
+    KernelClass cls;
+    MemoryKind kind;
+    double flops, bytes, elements;
+  };
+  const double mask = 1;  // one byte per element, stored for the backward
+  const std::vector<Want> want{
+      {"layernorm", KernelClass::memory, MemoryKind::norm, 0, 2 * T * h * 2, 0},
+      {"qkv", KernelClass::gemm, MemoryKind::stream, 2 * T * 3 * h * h, 2 * (T * h + h * 3 * h + T * 3 * h), 0},
+      {"layout_qkv", KernelClass::memory, MemoryKind::layout, 0, 2 * T * 3 * h * 2, 0},
+      {"scores", KernelClass::gemm, MemoryKind::stream, 2 * (b * a) * s * s * d, 2 * (b * a) * (s * d + d * s + s * s), 0},
+      {"softmax", KernelClass::memory, MemoryKind::softmax, 0, 2 * b * a * s * s * 2, 0},
+      {"attention_dropout", KernelClass::memory, MemoryKind::dropout, 0, b * a * s * s * (2 * 2 + mask), b * a * s * s},
+      {"context", KernelClass::gemm, MemoryKind::stream, 2 * (b * a) * s * d * s, 2 * (b * a) * (s * s + s * d + s * d), 0},
+      {"layout_context", KernelClass::memory, MemoryKind::layout, 0, 2 * T * h * 2, 0},
+      {"attention_out", KernelClass::gemm, MemoryKind::stream, 2 * T * h * h, 2 * (T * h + h * h + T * h), 0},
+      {"dropout_residual", KernelClass::memory, MemoryKind::dropout, 0, T * h * (3 * 2 + mask), T * h},
+      {"layernorm", KernelClass::memory, MemoryKind::norm, 0, 2 * T * h * 2, 0},
+      {"mlp_up", KernelClass::gemm, MemoryKind::stream, 2 * T * f * h, 2 * (T * h + h * f + T * f), 0},
+      {"activation", KernelClass::memory, MemoryKind::activation, 0, 2 * T * f * 2, 0},
+      {"mlp_down", KernelClass::gemm, MemoryKind::stream, 2 * T * h * f, 2 * (T * f + f * h + T * h), 0},
+      {"dropout_residual", KernelClass::memory, MemoryKind::dropout, 0, T * h * (3 * 2 + mask), T * h},
+  };
+  ASSERT_EQ(fwd.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i].name);
+    EXPECT_STREQ(fwd[i].name, want[i].name);
+    EXPECT_EQ(fwd[i].cls, want[i].cls);
+    if (want[i].cls == KernelClass::memory) EXPECT_EQ(fwd[i].kind, want[i].kind);
+    EXPECT_DOUBLE_EQ(fwd[i].flops, want[i].flops);
+    EXPECT_DOUBLE_EQ(fwd[i].bytes, want[i].bytes);
+    EXPECT_DOUBLE_EQ(fwd[i].elements, want[i].elements);
+  }
+  // Backward: the dropout reads its mask back (stream), the residual dropout passes the gradient
+  // through the mask (2 tensors and the mask), layout copies move what they moved forward, norms
+  // and activations 1.5x forward under their backward kinds.
+  std::vector<Kernel> bwd;
+  for (const auto& seg : p.backward.segments) bwd.insert(bwd.end(), seg.kernels.begin(), seg.kernels.end());
+  int dropouts = 0, layouts = 0, norms = 0;
+  for (const Kernel& k : bwd) {
+    if (k.cls != KernelClass::memory) continue;
+    const std::string n = k.name;
+    if (n == "attention_dropout") {
+      ++dropouts;
+      EXPECT_EQ(k.kind, MemoryKind::stream);
+      EXPECT_DOUBLE_EQ(k.bytes, b * a * s * s * (2 * 2 + mask));
+      EXPECT_DOUBLE_EQ(k.elements, 0);
+    } else if (n == "dropout_residual") {
+      ++dropouts;
+      EXPECT_DOUBLE_EQ(k.bytes, T * h * (2 * 2 + mask));
+    } else if (n.rfind("layout", 0) == 0) {
+      ++layouts;
+    } else if (n == "layernorm") {
+      ++norms;
+      EXPECT_EQ(k.kind, MemoryKind::norm_bwd);
+      EXPECT_DOUBLE_EQ(k.bytes, 1.5 * 2 * T * h * 2);
+    }
+  }
+  EXPECT_EQ(dropouts, 3);
+  EXPECT_EQ(layouts, 2);
+  EXPECT_EQ(norms, 2);
+
+  // Regenerated masks (dtsim-validate): no mask bytes, and the backward draws random numbers again.
+  sh.dropout_regenerated = true;
+  const LayerProgram r = transformer_block(m, sh);
+  for (const auto& seg : r.backward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) == "attention_dropout") {
+        EXPECT_EQ(k.kind, MemoryKind::dropout);
+        EXPECT_DOUBLE_EQ(k.elements, b * a * s * s);
+        EXPECT_DOUBLE_EQ(k.bytes, b * a * s * s * 2 * 2);
+      }
+    }
+  }
+  // Without dropout: no dropout kernel, a plain residual add.
+  sh.dropout = 0;
+  for (const auto& seg : transformer_block(m, sh).forward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      EXPECT_NE(k.kind, MemoryKind::dropout) << k.name;
+      EXPECT_STRNE(k.name, "attention_dropout");
+    }
+  }
+}
+
+// The head: the LM head GEMM and a one-read-one-write cross-entropy over the vocabulary (16-bit
+// logits in, fp32 log-probabilities out), the same bytes back.
+TEST(LayerProgram, CrossEntropyBytesByHand) {
+  TransformerSpec m;
+  m.name = "gpt-small";
+  m.hidden = 768;
+  m.layers = 12;
+  m.heads = 12;
+  m.ffn = 3072;
+  m.vocab = 50304;
+  m.max_seq = 1024;
+  ProgramShape sh;
+  sh.micro_batch = 8;
+  sh.seq = 1024;
+  const double T = 8 * 1024, V = 50304;
+  const LayerProgram p = transformer_head(m, sh);
+  const Kernel* ce = nullptr;
+  for (const auto& seg : p.forward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) == "cross_entropy") ce = &k;
+    }
+  }
+  ASSERT_NE(ce, nullptr);
+  EXPECT_DOUBLE_EQ(ce->bytes, T * V * (2 + 4));
+  EXPECT_EQ(ce->kind, MemoryKind::softmax);
+  for (const auto& seg : p.backward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) == "cross_entropy") {
+        EXPECT_DOUBLE_EQ(k.bytes, T * V * (2 + 4));
+        EXPECT_EQ(k.kind, MemoryKind::softmax_bwd);
+      }
+    }
+  }
+}
+
+// Adam: fp32 master weight and two moments read and written (24 B), the fp32 gradient read (4 B)
+// and the bf16 weight written (2 B): 30 bytes per parameter (the harness's adam kernel).
+TEST(LayerProgram, AdamUpdateBytesByHand) {
+  TrainingSpec tr;
+  tr.precision = hw::DType::bf16;
+  tr.grad_dtype = hw::DType::fp32;
+  const Kernel k = optimizer_update(tr, 1e6);
+  EXPECT_DOUBLE_EQ(k.bytes, 30e6);
+  EXPECT_EQ(k.kind, MemoryKind::optimizer);
+  EXPECT_DOUBLE_EQ(gradient_zeroing(tr, 1e6).bytes, 4e6);
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
