@@ -141,7 +141,7 @@ MemoryFit fit_memory_kinds(const std::vector<MemorySample>& samples, const hw::G
     }
     // Keep the fit only where it is no worse than what is already there on the held-out points.
     const double before = held_median(samples, idx, held, gpu, params), after = held_median(samples, idx, held, gpu, trial);
-    if (after > before && after > 0.02) {
+    if (after > before) {
       out.notes.push_back(fmt::format("memory.{}: the fit ({:.1f}% median held-out error) is worse than the defaults ({:.1f}%); defaults kept",
                                       name, 100 * after, 100 * before));
       continue;

@@ -148,7 +148,7 @@ const std::string kH100Validation = source("data/validation/h100-sxm-2026-11-23/
 const std::string kH100Kernels = source("data/validation/h100-sxm-2026-11-23/kernels/kernels-gpt-125m-b8.csv");
 
 TEST(ValidateCli, ShippedProfileByNameKernelTableAndReport) {
-  const std::string dir = temp("validate-report");
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "validate-report").string();
   std::filesystem::remove_all(dir);
   const Result r = run("validate " + kH100Validation + " --hw-profile h100-sxm-2026-11-23 --kernels " + kH100Kernels +
                        " --point gpt-125m/seq1024/mb8/gpus1 --report " + dir);
@@ -177,7 +177,7 @@ TEST(ValidateCli, ShippedProfileByNameKernelTableAndReport) {
     }
   }
   if (!have_chromium) GTEST_SKIP() << "chromium is not installed (scripts/deps --test installs it)";
-  const std::string png = dir + "/render.png", profile = temp("validate-chromium-profile");
+  const std::string png = dir + "/render.png", profile = (std::filesystem::path(::testing::TempDir()) / "validate-chromium").string();
   std::filesystem::remove_all(profile);
   sh_status(browser + " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking --disable-component-update"
                       " --disable-sync --disable-default-apps --disable-extensions --user-data-dir=" + profile +

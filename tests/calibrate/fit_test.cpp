@@ -121,6 +121,47 @@ TEST(Fit, RecoversComputeParametersFromClosedForms) {
   }
 }
 
+TEST(Fit, RecoversEachMemoryKindsBandwidthAndFixedCost) {
+  // Truth: layer norm forward at 0.5 of HBM with 7 us fixed cost, GELU backward at 0.6 with 5 us,
+  // dropout+residual bound by 300 operations per element with 2 us; times from dtsim's own model.
+  workloads::ComputeParams truth;
+  truth.kinds[static_cast<std::size_t>(workloads::MemoryKind::norm)] = {0.5, Time::us(7)};
+  truth.kinds[static_cast<std::size_t>(workloads::MemoryKind::activation_bwd)] = {0.6, Time::us(5)};
+  truth.kinds[static_cast<std::size_t>(workloads::MemoryKind::dropout)].overhead = Time::us(2);
+  truth.dropout_ops = 300;
+  const workloads::ComputeModel cm(h100(), truth);
+  std::vector<json> recs;
+  recs.push_back(record("overhead", "overhead/kernel_gpu", {{"what", "kernel_gpu"}}, 4e-6));
+  for (std::int64_t tokens : {2048, 8192, 32768}) {
+    for (std::int64_t hidden : {768, 2048, 4096, 8192}) {
+      const double act = static_cast<double>(tokens * hidden) * 2;
+      const auto ln = workloads::memory_op("ln", 2 * act, hw::DType::bf16, workloads::MemoryKind::norm);
+      const auto gb = workloads::memory_op("gelu", 3 * act, hw::DType::bf16, workloads::MemoryKind::activation_bwd);
+      auto dr = workloads::memory_op("dr", 3 * act, hw::DType::bf16, workloads::MemoryKind::dropout);
+      dr.elements = static_cast<double>(tokens * hidden);
+      const json shape = {{"tokens", tokens}, {"hidden", hidden}};
+      auto p = [&](const char* k, double bytes) {
+        json j = shape;
+        j["kernel"] = k;
+        j["bytes"] = bytes;
+        return j;
+      };
+      recs.push_back(record("memory", fmt::format("ln/{}/{}", tokens, hidden), p("layernorm_fwd", 2 * act), cm.kernel_time(ln).seconds()));
+      recs.push_back(record("memory", fmt::format("gb/{}/{}", tokens, hidden), p("gelu_bwd", 3 * act), cm.kernel_time(gb).seconds()));
+      recs.push_back(record("memory", fmt::format("dr/{}/{}", tokens, hidden), p("dropout_residual", 3 * act), cm.kernel_time(dr).seconds()));
+    }
+  }
+  const Dataset d = through_jsonl(recs, "memory-kinds.jsonl");
+  auto r = fit_profile(d, FitOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NEAR(param(*r, "compute.memory.norm.efficiency"), 0.5, 1e-3);
+  EXPECT_NEAR(param(*r, "compute.memory.norm.overhead"), 7.0, 0.01);
+  EXPECT_NEAR(param(*r, "compute.memory.activation_bwd.efficiency"), 0.6, 1e-3);
+  EXPECT_NEAR(param(*r, "compute.memory.activation_bwd.overhead"), 5.0, 0.01);
+  EXPECT_NEAR(param(*r, "compute.dropout_ops"), 300, 0.5);
+  EXPECT_NEAR(param(*r, "compute.memory.dropout.overhead"), 2.0, 0.01);
+}
+
 TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   // Truth on 8 GPUs of a DGX H100 with NVLS: latency 30 us, efficiency 0.7. Times are dtsim's
   // own NVLS all-reduce times with these values (alone on the node).

@@ -174,7 +174,9 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
     SCOPED_TRACE(want[i].name);
     EXPECT_STREQ(fwd[i].name, want[i].name);
     EXPECT_EQ(fwd[i].cls, want[i].cls);
-    if (want[i].cls == KernelClass::memory) EXPECT_EQ(fwd[i].kind, want[i].kind);
+    if (want[i].cls == KernelClass::memory) {
+      EXPECT_EQ(fwd[i].kind, want[i].kind);
+    }
     EXPECT_DOUBLE_EQ(fwd[i].flops, want[i].flops);
     EXPECT_DOUBLE_EQ(fwd[i].bytes, want[i].bytes);
     EXPECT_DOUBLE_EQ(fwd[i].elements, want[i].elements);
