@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include <boost/graph/dijkstra_shortest_paths.hpp>
@@ -591,6 +592,25 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
                     EdgeLink{i, routing_cost(l.capacity(), l.latency)}, t.fabric_);
   }
 
+  // Tree positions for destination-based routing: NICs numbered leaf by leaf (the switch each
+  // NIC hangs from, in the order the switches were made), each leaf's NICs in attachment order.
+  {
+    std::map<std::size_t, std::vector<std::size_t>> by_leaf;
+    for (std::size_t i = 0; i < nics.size(); ++i) {
+      auto [e, end] = boost::out_edges(i, t.fabric_);
+      DTSIM_ASSERT(e != end, "a fabric NIC without an uplink");
+      by_leaf[boost::target(*e, t.fabric_)].push_back(i);
+    }
+    std::size_t widest = 1;
+    for (const auto& [leaf, members] : by_leaf) widest = std::max(widest, members.size());
+    t.tree_position_.assign(t.fabric_global_.size(), -1);
+    std::size_t leaf_no = 0;
+    for (const auto& [leaf, members] : by_leaf) {
+      for (std::size_t p = 0; p < members.size(); ++p) t.tree_position_[members[p]] = static_cast<int>(leaf_no * widest + p);
+      ++leaf_no;
+    }
+  }
+
   // Every NIC must reach every other: breadth-first search from the first NIC.
   std::vector<char> seen(t.fabric_global_.size(), 0);
   std::vector<std::size_t> queue{0};
@@ -681,7 +701,7 @@ const std::vector<std::int64_t>& Router::distances_to(int anchor) {
   return dist_.emplace(anchor, std::move(dist)).first->second;
 }
 
-void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t label, Path& out) {
+void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t /*label*/, Path& out) {
   const LinkGraph& g = topo_.fabric_graph();
   const int src = topo_.fabric_vertex(src_nic), dst = topo_.fabric_vertex(dst_nic);
   DTSIM_ASSERT(src >= 0 && dst >= 0, "fabric route between vertices that are not fabric NICs");
@@ -702,6 +722,8 @@ void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::ui
   const auto& dist = distances_to(anchor);
 
   std::size_t cur = static_cast<std::size_t>(src);
+  const std::int64_t position = topo_.tree_position(dst);
+  std::int64_t divisor = 1;
   std::vector<LinkGraph::edge_descriptor> best;
   for (int hops = 0; static_cast<int>(cur) != dst; ++hops) {
     DTSIM_ASSERT(hops < 64, "fabric route does not converge");
@@ -725,8 +747,15 @@ void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::ui
       }
     }
     DTSIM_ASSERT(!best.empty(), "no fabric route (the topology was validated as connected)");
-    // ECMP: a fixed hash of the flow label and the hop picks one of the equal-cost next links.
-    const auto e = best[static_cast<std::size_t>(mix(label ^ mix(cur)) % best.size())];
+    // Destination-based spreading over the equal-cost next links (D-mod-k: Zahavi et al., "D-Mod-K
+    // Routing Providing Non-Blocking Traffic for Shift Permutations on Real Life Fat Trees", 2010;
+    // OpenSM's ftree routing engine): the k-th upward choice takes digit k of the destination's
+    // tree position in the mixed radix of the choices so far. Flows to distinct NICs of a leaf
+    // thus leave over distinct uplinks, so a ring's flows never pile onto one, as hashing each
+    // flow (a balls-into-bins draw) would let them.
+    const std::size_t pick = best.size() > 1 ? static_cast<std::size_t>((position / divisor) % static_cast<std::int64_t>(best.size())) : 0;
+    if (best.size() > 1) divisor *= static_cast<std::int64_t>(best.size());
+    const auto e = best[pick];
     out.push_back(LinkId{g[e].link});
     cur = boost::target(e, g);
   }

@@ -115,6 +115,9 @@ class Topology {
   // Fabric-graph vertex of a global vertex (NICs and switches), or -1.
   int fabric_vertex(std::uint32_t v) const;
   std::uint32_t global_of_fabric(int fv) const { return fabric_global_[static_cast<std::size_t>(fv)]; }
+  // Position of a fabric NIC in the tree, for destination-based routing (D-mod-k): its leaf
+  // switch's number times the most NICs any leaf holds, plus its port among that leaf's NICs.
+  int tree_position(int fabric_nic) const { return tree_position_[static_cast<std::size_t>(fabric_nic)]; }
 
   // Adds every link to `net`, in id order, so that LinkId values match this topology's.
   void install(FlowNetwork& net) const;
@@ -144,6 +147,7 @@ class Topology {
   LinkGraph fabric_;
   std::vector<std::uint32_t> fabric_global_;
   std::unordered_map<std::uint32_t, int> fabric_index_;
+  std::vector<int> tree_position_;  // by fabric vertex (NICs only; -1 for switches)
 };
 
 // Routes between GPUs and NICs. Holds caches; one per simulation (not thread-safe).
@@ -151,8 +155,10 @@ class Router {
  public:
   explicit Router(const Topology& topo) : topo_(topo) {}
 
-  // GPU to GPU. Across nodes, each side uses its nearest NIC; `label` spreads flows over
-  // equal-cost fabric paths (ECMP) deterministically.
+  // GPU to GPU. Across nodes, each side uses its nearest NIC. Among equal-cost fabric paths the
+  // route is chosen by destination (D-mod-k, as InfiniBand subnet managers' fat-tree routing does),
+  // so that the flows of a shift permutation (a ring) leave a leaf over distinct uplinks. `label`
+  // names the flow for callers and is not used by the fabric's route choice.
   Path route(int src_rank, int dst_rank, std::uint64_t label = 0);
   // Across nodes through given NICs (node-local NIC numbers).
   Path route_via(int src_rank, int src_nic, int dst_nic, int dst_rank, std::uint64_t label = 0);

@@ -187,12 +187,12 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
   const double grad_bytes = hw::dtype_bytes(tr.grad_dtype);
   const bool mixed = tr.precision != hw::DType::fp32 && tr.precision != hw::DType::tf32;
   const double param_bytes = mixed ? 2.0 : 4.0;
-  const int dp = lay->dp();
+  const int dp = lay->grad_dp();  // gradients reduced, optimizer sharded, over dp x cp
   std::vector<double> dp_s(stages, 0), opt_s(stages, 0);
   for (std::size_t s = 0; s < stages; ++s) {
     const workloads::StageFootprint& f = out.memory.stages[s];
     const workloads::Coords first{0, 0, 0, static_cast<int>(s)};
-    const std::vector<int> group = lay->group(workloads::Dim::dp, first);
+    const std::vector<int> group = lay->grad_group(first);
     // Concurrent data-parallel groups of this stage that share the first group's node (and its NICs).
     double share = 1;
     if (dp > 1) {
@@ -211,7 +211,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
     if (dp > 1) {
       const CollOp op = par.zero >= 1 ? CollOp::reducescatter : CollOp::allreduce;
       double t = collective_s(op, group, f.dense_params * grad_bytes) * share;
-      if (f.expert_params > 0 && dp / lay->ep() > 1) t += collective_s(op, lay->expert_dp_group(first), f.expert_params * grad_bytes) * share;
+      if (f.expert_params > 0 && lay->expert_grad_dp() > 1) t += collective_s(op, lay->expert_grad_group(first), f.expert_params * grad_bytes) * share;
       const double bucket = par.bucket.count() > 0 ? par.bucket.as_double() : std::max(40e6, 1e6 * dp) * grad_bytes;
       const double buckets = std::max(1.0, std::ceil((f.dense_params + f.expert_params) * grad_bytes / bucket));
       const bool overlap = par.dp_impl == workloads::DpImpl::ddp || par.dp_impl == workloads::DpImpl::horovod;
@@ -225,7 +225,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
       }
     }
     const double shard = par.zero >= 1 ? static_cast<double>(dp) : 1.0;
-    const double expert_shard = par.zero >= 1 ? std::max(1.0, shard / lay->ep()) : 1.0;
+    const double expert_shard = par.zero >= 1 ? static_cast<double>(lay->expert_grad_dp()) : 1.0;
     opt_s[s] = (cm_.kernel_time(workloads::optimizer_update(in.training, f.dense_params / shard + f.expert_params / expert_shard)) +
                 cm_.kernel_time(workloads::gradient_zeroing(in.training, f.dense_params + f.expert_params)))
                    .seconds();

@@ -253,4 +253,13 @@ Status set_compute_param(ComputeParams& p, std::string_view name, std::string_vi
   return Error(fmt::format("unknown compute parameter '{}' (dtsim simulate --list-params lists them)", name), std::string(name));
 }
 
+Status check_precision(const hw::GpuSpec& gpu, hw::DType precision) {
+  if (gpu.peak.count(precision) > 0) return {};
+  std::string has;
+  for (const auto& [d, rate] : gpu.peak) has += fmt::format("{}{}", has.empty() ? "" : ", ", hw::to_string(d));
+  return Error(fmt::format("{} has no {} support (its peak rates are for {}); choose one of those precisions or another GPU", gpu.name,
+                           hw::to_string(precision), has.empty() ? "no type" : has),
+               "training.precision");
+}
+
 }  // namespace dtsim::workloads

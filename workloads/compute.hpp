@@ -143,4 +143,10 @@ class ComputeModel {
   ComputeParams params_;
 };
 
+// The one precision capability check, for every model family and every command: training in
+// `precision` needs a peak rate for it on every GPU of the cluster (the GPU preset lists the types
+// its tensor or CUDA cores run: no bf16 before Ampere, no fp8 before Hopper/Ada, no fast fp16 on
+// Maxwell). The error names the GPU, the precision and the types it has.
+Status check_precision(const hw::GpuSpec& gpu, hw::DType precision);
+
 }  // namespace dtsim::workloads

@@ -1,5 +1,7 @@
 #include "workloads/layout.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dtsim::workloads {
@@ -115,6 +117,28 @@ std::vector<int> Layout::expert_dp_group(const Coords& c) const {
     x.dp = i;
     out.push_back(rank(x));
   }
+  return out;
+}
+
+std::vector<int> Layout::grad_group(const Coords& c) const {
+  std::vector<int> out;
+  Coords x = c;
+  for (int k = 0; k < cp(); ++k) {
+    x.cp = k;
+    for (int r : group(Dim::dp, x)) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> Layout::expert_grad_group(const Coords& c) const {
+  std::vector<int> out;
+  Coords x = c;
+  for (int k = 0; k < cp(); ++k) {
+    x.cp = k;
+    for (int r : expert_dp_group(x)) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

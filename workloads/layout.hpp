@@ -3,6 +3,7 @@
 // node), then context, data and pipeline parallel ("tp-cp-dp-pp"); `parallel.order` overrides.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -41,6 +42,14 @@ class Layout {
   std::vector<int> ep_group(const Coords& c) const;
   // Data-parallel group of an expert's weights: the data-parallel ranks holding the same experts.
   std::vector<int> expert_dp_group(const Coords& c) const;
+  // Context-parallel ranks hold the same weights as their data-parallel peers, so gradients are
+  // reduced, and a distributed optimizer (ZeRO) shards its states, over dp x cp (Megatron-LM's
+  // data-parallel group "with context parallel"). These are that group and its size.
+  int grad_dp() const { return dp() * cp(); }
+  std::vector<int> grad_group(const Coords& c) const;
+  // The same for an expert's weights: the expert data-parallel ranks of every context rank.
+  int expert_grad_dp() const { return std::max(1, dp() / ep_) * cp(); }
+  std::vector<int> expert_grad_group(const Coords& c) const;
   std::string describe() const;  // "tp 8 x pp 16 x dp 8 (order tp-cp-dp-pp)"
 
  private:

@@ -117,11 +117,10 @@ Expected<MemoryEstimate> estimate_memory(const hw::Topology& topo, const StepInp
   if (par.zero < 0 || par.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", par.zero), "parallel.zero");
   MemoryEstimate out;
   out.micro_batches = static_cast<int>(tr.global_batch / per_step);
+  for (const hw::NodeGroup& g : topo.spec().groups) {
+    if (auto st = check_precision(g.node.gpu, tr.precision); !st) return st.error();
+  }
   if (const auto* tm = std::get_if<TransformerSpec>(&in.model)) {
-    const hw::GpuSpec& gpu = topo.node_template(0).spec().gpu;
-    if (gpu.peak.count(tr.precision) == 0) {
-      return Error(fmt::format("{} has no {} support", gpu.name, hw::to_string(tr.precision)), "training.precision");
-    }
     if (auto st = transformer_stages(*tm, in, *lay, out.micro_batches, v, out); !st) return st.error();
   } else {
     if (auto st = cnn_stages(std::get<CnnSpec>(in.model), in, *lay, out); !st) return st.error();
@@ -131,8 +130,8 @@ Expected<MemoryEstimate> estimate_memory(const hw::Topology& topo, const StepInp
     mi.stage = f.stage;
     mi.dense_params = f.dense_params;
     mi.expert_params = f.expert_params;
-    mi.dp = lay->dp();
-    mi.expert_dp = std::max(1, lay->dp() / lay->ep());
+    mi.dp = lay->grad_dp();
+    mi.expert_dp = lay->expert_grad_dp();
     mi.activations = f.activation_bytes;
     if (par.zero >= 3) mi.gathered_params = 2.0 * f.dense_params / std::max(1, f.layers);
     const int rank = lay->rank(Coords{0, 0, 0, f.stage});

@@ -130,7 +130,14 @@ struct Executor {
   TimeKind wait_kind = TimeKind::compute;
   Time wait_start;
   std::array<double, kTimeKinds> time{};
-  int background = 0;  // data-parallel collectives in flight (they slow compute down)
+  int background = 0;  // collectives in flight beside compute (they slow it down: see change_background)
+  // The compute in progress: work left (at full speed) since `compute_since`, done at full speed
+  // or, while communication overlaps it, at 1 / (1 + compute.comm_slowdown) of it.
+  bool computing = false;
+  bool compute_slow = false;
+  Time compute_left, compute_since;
+  EventId compute_event;
+  std::function<void()> compute_done;
   std::vector<char> act_ready, grad_ready;
   Op wait_op = Op::compute;
   int wait_mb = -1, wait_vs = -1;
@@ -141,7 +148,7 @@ struct Executor {
   int dp_issued = 0;              // collectives started (their sequence number names rendezvous)
   std::vector<int> bucket_left;   // layers each bucket still waits for
   std::vector<int> bucket_of_slot;
-  Bucket horovod_pending;         // Horovod: gradients waiting for the next fusion cycle
+  std::deque<Bucket> horovod_pending;  // Horovod: tensors (here, layers) waiting for the next fusion cycle
   bool horovod_tick = false;
   bool backward_done = false;
   bool finished = false;
@@ -192,10 +199,17 @@ class Engine {
   Status check_dp_impl() const;
   void start_input_copies();
   // Execution.
+  // Runs `work` of compute (its time at full speed), then `done`.
+  void start_compute(Executor& e, Time work, std::function<void()> done);
+  void schedule_compute(Executor& e);
+  // A collective starts (+1) or ends (-1) beside the executor's compute stream.
+  void change_background(Executor& e, int delta);
   void advance(Executor& e);
   void block(Executor& e, TimeKind k);
   void resume(Executor& e);
-  void deliver(Executor& target, Op kind, int mb, int vs);
+  // A pipeline message sent at `sent` arrives; a receiver waiting for it resumes, its wait since
+  // `sent` booked as pipeline communication and the rest as bubble.
+  void deliver(Executor& target, Op kind, int mb, int vs, Time sent);
   void grads_ready(Executor& e, int slot);
   void pump_dp(Executor& e);
   void horovod_cycle(Executor& e);
@@ -270,12 +284,18 @@ Status Engine::build() {
   if (par.zero < 0 || par.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", par.zero), "parallel.zero");
   if (!in_.symmetric && lay_.ep() > 1) return Error("symmetric: false is not supported with expert parallelism", "symmetric");
   replicas_ = in_.symmetric ? 1 : lay_.dp();
+  for (const hw::NodeGroup& g : topo_.spec().groups) {
+    if (auto st = check_precision(g.node.gpu, tr.precision); !st) return st;
+  }
   if (auto st = check_dp_impl(); !st) return st;
   // Gradient buckets: PyTorch DDP's 25 MB unless set; Megatron-Core's max(40M, 1M x dp) parameters
   // for model-parallel layouts.
   bucket_bytes_ = par.bucket;
   // MirroredStrategy's NCCL all-reduce packs every gradient into one (num_packs = 1).
   if (par.dp_impl == DpImpl::mirrored) bucket_bytes_ = Bytes(std::numeric_limits<I>::max() / 2);
+  // Horovod has no buckets: each tensor (here, each layer's gradients) is handed to its
+  // background loop as it becomes ready; fusion happens there (horovod_cycle).
+  if (par.dp_impl == DpImpl::horovod) bucket_bytes_ = Bytes(1);
   programs_.assign(static_cast<std::size_t>(p), StageProgram{});
   Status st = std::visit(
       [&](const auto& m) -> Status {
@@ -319,9 +339,6 @@ Status Engine::build_transformer(const TransformerSpec& m) {
     return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, vstages_ / p), "parallel.pp");
   }
   const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
-  if (!cm.supports(tr.precision)) {
-    return Error(fmt::format("{} has no {} support", cm.gpu().name, hw::to_string(tr.precision)), "training.precision");
-  }
   const LayerProgram emb = transformer_embedding(m, sh);
   const LayerProgram block = transformer_block(m, sh);
   const LayerProgram head = transformer_head(m, sh);
@@ -408,8 +425,8 @@ Status Engine::build_transformer(const TransformerSpec& m) {
     if (sp.has_head) sp.activation_bytes += 4.0 * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp)) * static_cast<double>(m.vocab) / lay_.tp();
   }
   if (bucket_bytes_.count() <= 0) {
-    // Megatron-Core's default when layouts are model-parallel: max(40M, 1M x dp) parameters.
-    const double params = std::max(40e6, 1e6 * lay_.dp());
+    // Megatron-Core's default when layouts are model-parallel: max(40M, 1M x dp x cp) parameters.
+    const double params = std::max(40e6, 1e6 * lay_.grad_dp());
     bucket_bytes_ = Bytes(static_cast<I>(params * hw::dtype_bytes(tr.grad_dtype)));
   }
   return {};
@@ -535,13 +552,12 @@ std::vector<std::vector<int>> Engine::groups(CommGroup g, int stage, int replica
 
 std::vector<std::vector<int>> Engine::dp_groups(int stage, bool experts) const {
   std::vector<std::vector<int>> out;
+  // Gradients are reduced over dp x cp: context-parallel ranks hold the same weights.
   for (int t = 0; t < lay_.tp(); ++t) {
-    for (int c = 0; c < lay_.cp(); ++c) {
-      if (!experts) {
-        out.push_back(lay_.group(Dim::dp, Coords{t, c, 0, stage}));
-      } else {
-        for (int d = 0; d < lay_.ep(); ++d) out.push_back(lay_.expert_dp_group(Coords{t, c, d, stage}));
-      }
+    if (!experts) {
+      out.push_back(lay_.grad_group(Coords{t, 0, 0, stage}));
+    } else {
+      for (int d = 0; d < lay_.ep(); ++d) out.push_back(lay_.expert_grad_group(Coords{t, 0, d, stage}));
     }
   }
   return out;
@@ -888,10 +904,8 @@ void Engine::advance(Executor& e) {
     const Instr& in = sp.instrs[e.pc];
     switch (in.op) {
       case Op::compute: {
-        Time d = in.duration;
-        if (e.background > 0) d = Time::from_seconds(d.seconds() * (1.0 + in_.compute.comm_slowdown));
         block(e, TimeKind::compute);
-        sim_.schedule_in(d, [this, &e] { resume(e); });
+        start_compute(e, in.duration, [this, &e] { resume(e); });
         return;
       }
       case Op::comm: {
@@ -905,23 +919,24 @@ void Engine::advance(Executor& e) {
           auto both = [this, &e, left] {
             if (--*left == 0) resume(e);
           };
-          block(e, TimeKind::compute);
-          sim_.schedule_in(in.duration, both);
-          if (e.record) {
-            const std::string& label = sp.labels[static_cast<std::size_t>(in.label)];
-            record(e, TimelineEvent::Track::compute, sim_.now(), label, {}, sim_.now() + in.duration);
-            launch(coll, [this, &e, both, start = sim_.now(), c, label] {
-              record(e, TimelineEvent::Track::comm, start, fmt::format("{} {}", to_string(c.group), to_string(c.op)),
-                     fmt::format("{} per rank, {}; overlapped with compute", to_string(c.bytes), label));
-              both();
-            });
-          } else {
-            launch(coll, both);
-          }
-          // The compute part is booked as compute; the excess as exposed communication.
-          e.time[static_cast<std::size_t>(kind)] -= in.duration.seconds();
-          e.time[static_cast<std::size_t>(TimeKind::compute)] += in.duration.seconds();
-          e.wait_kind = kind;
+          block(e, kind);
+          // The collective slows the compute beside it while it runs (change_background).
+          change_background(e, +1);
+          const std::string& label = sp.labels[static_cast<std::size_t>(in.label)];
+          start_compute(e, in.duration, [this, &e, both, kind, label, start = sim_.now()] {
+            // The compute part is booked as compute; the excess as exposed communication.
+            const double busy = (sim_.now() - start).seconds();
+            e.time[static_cast<std::size_t>(kind)] -= busy;
+            e.time[static_cast<std::size_t>(TimeKind::compute)] += busy;
+            record(e, TimelineEvent::Track::compute, start, label);
+            both();
+          });
+          launch(coll, [this, &e, both, start = sim_.now(), c, label] {
+            change_background(e, -1);
+            record(e, TimelineEvent::Track::comm, start, fmt::format("{} {}", to_string(c.group), to_string(c.op)),
+                   fmt::format("{} per rank, {}; overlapped with compute", to_string(c.bytes), label));
+            both();
+          });
           return;
         }
         block(e, kind);
@@ -949,14 +964,19 @@ void Engine::advance(Executor& e) {
         Executor& target = exec(to_stage, e.replica);
         const Collective& c = p2p(e.stage, to_stage, e.replica, Bytes(static_cast<I>(act_msg_bytes_)));
         const int mb = in.a;
+        // Blocking, as Megatron-LM's p2p_communication (torch.distributed send/recv on NCCL, waited
+        // for before the schedule goes on): the sender waits for its transfer, as pipeline
+        // communication.
+        block(e, TimeKind::pp);
         launch(c, [this, &e, &target, fwd, mb, to_vs, start = sim_.now()] {
           if (e.record) {
             record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
                    fmt::format("{} per rank pair to stage {}", to_string(Bytes(static_cast<I>(act_msg_bytes_))), stage_of_vs(to_vs)));
           }
-          deliver(target, fwd ? Op::recv_act : Op::recv_grad, mb, to_vs);
+          deliver(target, fwd ? Op::recv_act : Op::recv_grad, mb, to_vs, start);
+          resume(e);
         });
-        break;
+        return;
       }
       case Op::grads_ready:
         grads_ready(e, in.a);
@@ -990,17 +1010,57 @@ void Engine::advance(Executor& e) {
   }
 }
 
-void Engine::deliver(Executor& t, Op kind, int mb, int vs) {
+void Engine::start_compute(Executor& e, Time work, std::function<void()> done) {
+  DTSIM_ASSERT(!e.computing, "an executor runs one compute stream");
+  e.computing = true;
+  e.compute_left = work;
+  e.compute_since = sim_.now();
+  e.compute_slow = e.background > 0 && in_.compute.comm_slowdown > 0;
+  e.compute_done = std::move(done);
+  schedule_compute(e);
+}
+
+void Engine::schedule_compute(Executor& e) {
+  const Time wall = e.compute_slow ? Time::from_seconds(e.compute_left.seconds() * (1.0 + in_.compute.comm_slowdown)) : e.compute_left;
+  e.compute_event = sim_.schedule_in(wall, [this, &e] {
+    e.computing = false;
+    auto done = std::move(e.compute_done);
+    done();
+  });
+}
+
+// Communication kernels take SMs and memory bandwidth from the compute beside them: compute runs
+// at 1 / (1 + comm_slowdown) of its speed exactly while at least one collective overlaps it, so
+// that the penalty grows with the overlapped time (at most comm_slowdown x that time) and never
+// touches compute that runs alone.
+void Engine::change_background(Executor& e, int delta) {
+  e.background += delta;
+  DTSIM_ASSERT(e.background >= 0, "more collectives ended than started");
+  const bool slow = e.background > 0 && in_.compute.comm_slowdown > 0;
+  if (!e.computing || slow == e.compute_slow) return;
+  const Time elapsed = sim_.now() - e.compute_since;
+  const Time done = e.compute_slow ? Time::from_seconds(elapsed.seconds() / (1.0 + in_.compute.comm_slowdown)) : elapsed;
+  e.compute_left = std::max(Time::zero(), e.compute_left - done);
+  e.compute_since = sim_.now();
+  e.compute_slow = slow;
+  sim_.cancel(e.compute_event);
+  schedule_compute(e);
+}
+
+void Engine::deliver(Executor& t, Op kind, int mb, int vs, Time sent) {
   const auto idx = static_cast<std::size_t>(mb * vstages_ + vs);
   (kind == Op::recv_act ? t.act_ready : t.grad_ready)[idx] = 1;
   if (t.waiting && t.wait_op == kind && t.wait_mb == mb && t.wait_vs == vs) {
     t.wait_op = Op::compute;
+    const double in_transfer = (sim_.now() - std::max(sent, t.wait_start)).seconds();
+    t.time[static_cast<std::size_t>(TimeKind::pp)] += in_transfer;
+    t.time[static_cast<std::size_t>(TimeKind::bubble)] -= in_transfer;
     resume(t);
   }
 }
 
 void Engine::append_layer(std::initializer_list<const Pass*> passes, double params, const ComputeModel& cm, StageProgram& sp) {
-  if (in_.parallel.zero >= 3 && lay_.dp() > 1 && params > 0) {
+  if (in_.parallel.zero >= 3 && lay_.grad_dp() > 1 && params > 0) {
     sp.gathers.push_back(params);
     sp.instrs.push_back(Instr{Op::gather_wait, static_cast<int>(sp.gathers.size() - 1), 0, Time::zero(), false});
   }
@@ -1014,7 +1074,7 @@ void Engine::pump_gathers(Executor& e) {
   if (e.gather_busy || e.gather_next >= static_cast<int>(gs.size()) || e.gather_next > e.gather_allowed) return;
   const int idx = e.gather_next++;
   e.gather_busy = true;
-  ++e.background;
+  change_background(e, +1);
   const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
   const double bytes = gs[static_cast<std::size_t>(idx)] * (mixed ? 2.0 : 4.0);
   const int stage = e.stage;
@@ -1022,7 +1082,7 @@ void Engine::pump_gathers(Executor& e) {
     record(e, TimelineEvent::Track::dp, start, "dp allgather (parameters)",
            fmt::format("{} per rank, layer {} (ZeRO-3 prefetch)", to_string(Bytes(static_cast<I>(bytes))), idx));
     e.gather_busy = false;
-    --e.background;
+    change_background(e, -1);
     e.gathered[static_cast<std::size_t>(idx)] = 1;
     if (e.waiting && e.waiting_gather == idx) {
       e.waiting_gather = -1;
@@ -1063,8 +1123,7 @@ void Engine::grads_ready(Executor& e, int slot) {
       e.dp_ready.push_back(bk);  // reduced once the backward pass is over (finish_backward)
       break;
     case DpImpl::horovod:
-      e.horovod_pending.params += bk.params;
-      e.horovod_pending.expert_params += bk.expert_params;
+      e.horovod_pending.push_back(bk);
       if (!e.horovod_tick) {
         e.horovod_tick = true;
         sim_.schedule_in(in_.parallel.fusion_cycle, [this, &e] { horovod_cycle(e); });
@@ -1085,12 +1144,12 @@ void Engine::pump_dp(Executor& e) {
   const Bucket bk = e.dp_ready.front();
   e.dp_ready.pop_front();
   const bool ps = impl == DpImpl::parameter_server;
-  if (lay_.dp() < 2 && !ps) {
+  if (lay_.grad_dp() < 2 && !ps) {
     pump_dp(e);
     return;
   }
   e.dp_busy = true;
-  ++e.background;
+  change_background(e, +1);
   const int seq = e.dp_issued++;
   const char* opname = ps ? "push to parameter servers" : in_.parallel.zero >= 1 ? "dp reducescatter" : "dp allreduce";
   auto finished = [this, &e, start = sim_.now(), opname, bk, seq] {
@@ -1101,7 +1160,7 @@ void Engine::pump_dp(Executor& e) {
                          bk.expert_params > 0 ? fmt::format(" + {} of expert gradients", to_string(Bytes(static_cast<I>(bk.expert_params * gb)))) : std::string()));
     }
     e.dp_busy = false;
-    --e.background;
+    change_background(e, -1);
     pump_dp(e);
   };
   const int stage = e.stage;
@@ -1116,7 +1175,7 @@ void Engine::pump_dp(Executor& e) {
     if (bk.params > 0) {
       cs.push_back(&collective(fmt::format("dp|{}", stage), op, Bytes(static_cast<I>(bk.params * gb)), dp_groups(stage, false)));
     }
-    if (bk.expert_params > 0 && lay_.dp() / lay_.ep() > 1) {
+    if (bk.expert_params > 0 && lay_.expert_grad_dp() > 1) {
       cs.push_back(&collective(fmt::format("edp|{}", stage), op, Bytes(static_cast<I>(bk.expert_params * gb)), dp_groups(stage, true)));
     }
     if (cs.empty()) {
@@ -1132,27 +1191,28 @@ void Engine::pump_dp(Executor& e) {
   });
 }
 
+// Horovod's background loop: each cycle it takes every gradient that became ready and packs it
+// into fusion buffers of at most `fusion_buffer` bytes, then all-reduces them one after another;
+// it repeats until no tensors are left (Horovod's tensor-fusion docs: "the cycle repeats until
+// all tensors are reduced"), so one cycle can send many buffers.
 void Engine::horovod_cycle(Executor& e) {
   e.horovod_tick = false;
-  if (e.horovod_pending.params <= 0 && e.horovod_pending.expert_params <= 0) {
-    maybe_end_dp(e);
-    return;
-  }
-  if (!e.dp_busy) {
-    // Fuse what is ready, up to the fusion buffer, into one all-reduce.
-    const double cap = in_.parallel.fusion_buffer.as_double() / hw::dtype_bytes(in_.training.grad_dtype);
-    Bucket b;
-    b.params = std::min(e.horovod_pending.params, cap);
-    b.expert_params = std::min(e.horovod_pending.expert_params, std::max(0.0, cap - b.params));
-    e.horovod_pending.params -= b.params;
-    e.horovod_pending.expert_params -= b.expert_params;
+  const double cap = in_.parallel.fusion_buffer.as_double() / hw::dtype_bytes(in_.training.grad_dtype);
+  // Tensors are fused whole, in the order they became ready, while the buffer has room; a tensor
+  // larger than the buffer is reduced on its own (Horovod never splits a tensor).
+  while (!e.horovod_pending.empty()) {
+    Bucket b = e.horovod_pending.front();
+    e.horovod_pending.pop_front();
+    while (!e.horovod_pending.empty()) {
+      const Bucket& next = e.horovod_pending.front();
+      if (b.params + b.expert_params + next.params + next.expert_params > cap) break;
+      b.params += next.params;
+      b.expert_params += next.expert_params;
+      e.horovod_pending.pop_front();
+    }
     e.dp_ready.push_back(b);
-    pump_dp(e);
   }
-  if (e.horovod_pending.params > 0 || e.horovod_pending.expert_params > 0) {
-    e.horovod_tick = true;
-    sim_.schedule_in(in_.parallel.fusion_cycle, [this, &e] { horovod_cycle(e); });
-  }
+  pump_dp(e);
 }
 
 void Engine::finish_backward(Executor& e) {
@@ -1165,7 +1225,7 @@ void Engine::finish_backward(Executor& e) {
 // running or waiting for a fusion cycle.
 void Engine::maybe_end_dp(Executor& e) {
   if (e.finished || !e.backward_done || e.dp_busy || !e.dp_ready.empty() || e.horovod_tick ||
-      e.horovod_pending.params > 0 || e.horovod_pending.expert_params > 0) {
+      !e.horovod_pending.empty()) {
     return;
   }
   e.finished = true;
@@ -1210,8 +1270,9 @@ void Engine::optimizer_step(Executor& e) {
   }
   // One fused, memory-bound update over this rank's (sharded) parameters: Adam reads and writes
   // the fp32 master weight and both moments, reads the gradient, writes the low-precision copy.
-  const double shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.dp()) : 1.0;
-  const double expert_shard = in_.parallel.zero >= 1 ? std::max(1.0, shard / lay_.ep()) : 1.0;
+  // The distributed optimizer shards over dp x cp (see Layout::grad_dp).
+  const double shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.grad_dp()) : 1.0;
+  const double expert_shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.expert_grad_dp()) : 1.0;
   const double params = e.prog->dense_params / shard + e.prog->expert_params / expert_shard;
   const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
   block(e, TimeKind::optimizer);
@@ -1225,7 +1286,7 @@ void Engine::optimizer_step(Executor& e) {
 }
 
 void Engine::gather_params(Executor& e) {
-  if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.dp() < 2) {
+  if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.grad_dp() < 2) {
     e.end = sim_.now();
     return;
   }
@@ -1314,8 +1375,8 @@ StepResult Engine::result() {
     mi.stage = s;
     mi.dense_params = sp.dense_params;
     mi.expert_params = sp.expert_params;
-    mi.dp = lay_.dp();
-    mi.expert_dp = std::max(1, lay_.dp() / lay_.ep());
+    mi.dp = lay_.grad_dp();
+    mi.expert_dp = lay_.expert_grad_dp();
     mi.activations = sp.activation_bytes;
     if (in_.parallel.zero >= 3) mi.gathered_params = 2.0 * sp.dense_params / std::max(1, sp.layers);
     const int rank = lay_.rank(Coords{0, 0, 0, s});

@@ -164,6 +164,20 @@ TEST(ClassicCli, LoaderBoundAndEthernetAndEnergyExamples) {
   EXPECT_EQ(run_j.at("cost").at("currency"), "USD");
 }
 
+TEST(ClassicCli, PrecisionTheGpuLacksIsRefusedAtItsLine) {
+  // A CNN goes through the same capability check as a transformer: bf16 on a V100 (Volta's tensor
+  // cores take fp16 only) names the file, line, field, the GPU and what it has.
+  Result r = run("simulate " + classic("resnet50-8x-v100-pcie-ddp.yaml") + " --set training.precision=bf16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("resnet50-8x-v100-pcie-ddp.yaml:6:48: training.precision: v100-pcie-32g has no bf16 support (its peak rates "
+                       "are for fp64, fp32, fp16)"),
+            std::string::npos)
+      << r.out;
+  r = run("simulate " + example("resnet50-ddp.yaml") + " --set training.precision=fp8");  // A100: no fp8
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("a100-sxm4-80g has no fp8 support"), std::string::npos) << r.out;
+}
+
 TEST(ClassicCli, BadInputNamesTheField) {
   Result r = run("simulate " + classic("resnet50-8x-v100-pcie-ddp.yaml") + " --set parallel.dp_impl=allgather-sgd");
   EXPECT_EQ(r.code, 2);

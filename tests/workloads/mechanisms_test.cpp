@@ -1,0 +1,272 @@
+// Metamorphic tests of mechanisms a planner compares settings by (issue 18): each follows the
+// physics or the framework's documented behaviour, not a figure the code printed.
+//   - fat-tree routing: concurrent rings spread over the uplinks (D-mod-k), so a non-blocking
+//     fat-tree is within 2% of one big switch and oversubscription is never faster;
+//   - context parallelism: gradients reduced and the distributed optimizer sharded over dp x cp;
+//   - the overlap penalty: bounded by comm_slowdown x the time communication overlaps compute;
+//   - Horovod tensor fusion: a small fusion buffer sends many buffers per cycle;
+//   - pipeline transfers: their own breakdown category, at least the bytes over the link;
+//   - precision: one capability check for every model family and path.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "tests/hw/fixtures.hpp"
+#include "workloads/memory_estimate.hpp"
+#include "workloads/step.hpp"
+
+namespace dtsim::workloads {
+namespace {
+
+using hw::testing::cluster;
+using hw::testing::nvswitch_node;
+
+double at(const StepResult& r, TimeKind k) { return r.breakdown_s[static_cast<std::size_t>(k)]; }
+
+TransformerSpec gpt(std::int64_t layers, std::int64_t hidden) {
+  TransformerSpec m;
+  m.name = "gpt";
+  m.hidden = hidden;
+  m.layers = layers;
+  m.heads = hidden / 128;
+  m.kv_heads = hidden / 128;
+  m.head_dim = 128;
+  m.ffn = 4 * hidden;
+  m.vocab = 32000;
+  m.max_seq = 4096;
+  m.positions = Positions::rotary;
+  m.norm = Norm::rmsnorm;
+  return m;
+}
+
+StepInputs inputs(ModelSpec m, std::int64_t global_batch, std::int64_t micro_batch, std::int64_t seq = 2048) {
+  StepInputs in;
+  in.model = std::move(m);
+  in.training.global_batch = global_batch;
+  in.training.micro_batch = micro_batch;
+  in.training.seq_len = seq;
+  return in;
+}
+
+hw::Topology fabric(int nodes, hw::FabricKind kind, int radix, double oversubscription) {
+  auto c = cluster(nvswitch_node(8, true, 25), nodes, kind, radix);
+  c.fabric.oversubscription = oversubscription;
+  return std::move(hw::Topology::build(c)).value();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fat-tree routing
+
+// Eight data-parallel rings (tp 8 inside each node, dp over the nodes), one per NIC rail, all
+// reducing gradients at once after the backward pass.
+double dp_time(const hw::Topology& topo) {
+  StepInputs in = inputs(gpt(4, 4096), topo.nodes(), 1);
+  in.parallel.tp = 8;
+  in.parallel.dp_impl = DpImpl::no_overlap;
+  auto r = simulate_step(topo, in);
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  return r.ok() ? at(*r, TimeKind::dp) : 0;
+}
+
+TEST(FatTreeRouting, NonBlockingTreeIsWithinTwoPercentOfOneSwitch) {
+  // 16 nodes x 8 NICs on radix-40 leaves: 7 leaves, 20 spines. Every ring edge that leaves a
+  // leaf goes to a distinct destination NIC, so D-mod-k gives each its own uplink (hashing the
+  // flows with one label per ring put all eight rails' flows of a leaf on one uplink).
+  const double one_switch = dp_time(fabric(16, hw::FabricKind::single_switch, 40, 1));
+  const double tree = dp_time(fabric(16, hw::FabricKind::fat_tree, 40, 1));
+  ASSERT_GT(one_switch, 0);
+  EXPECT_LE(tree, one_switch * 1.02);
+  EXPECT_GE(tree, one_switch * 0.999);  // a tree adds hops, never bandwidth
+}
+
+TEST(FatTreeRouting, OversubscriptionIsNeverFaster) {
+  for (int nodes : {2, 16}) {
+    const int radix = nodes == 2 ? 16 : 40;
+    double prev = 0;
+    for (double o : nodes == 2 ? std::vector<double>{1, 3, 7, 15} : std::vector<double>{1, 2, 4, 8}) {
+      const double t = dp_time(fabric(nodes, hw::FabricKind::fat_tree, radix, o));
+      EXPECT_GE(t, prev * (1 - 1e-9)) << nodes << " nodes, oversubscription " << o;
+      prev = t;
+    }
+  }
+}
+
+TEST(FatTreeRouting, ShiftPermutationUsesDistinctUplinks) {
+  // Node i's NIC k sends to node i+1's NIC k, for every k: the flows leaving a leaf take
+  // pairwise distinct first fabric links above the leaf.
+  const hw::Topology topo = fabric(4, hw::FabricKind::fat_tree, 16, 1);  // 1 node per leaf, 8 spines
+  hw::Router router(topo);
+  std::set<std::uint32_t> uplinks;
+  for (int k = 0; k < 8; ++k) {
+    const hw::Path p = router.route(k, 8 + k);  // GPU k of node 0 to GPU k of node 1
+    int fabric_hops = 0;
+    for (LinkId l : p) {
+      const auto& link = topo.link(l);
+      if (topo.vertices()[link.src].kind == hw::VertexKind::fabric_switch &&
+          topo.vertices()[link.dst].kind == hw::VertexKind::fabric_switch) {
+        if (fabric_hops++ == 0) uplinks.insert(l.value);
+      }
+    }
+    EXPECT_EQ(fabric_hops, 2) << "leaf, spine, leaf";
+  }
+  EXPECT_EQ(uplinks.size(), 8u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context parallelism
+
+TEST(ContextParallel, GradientsAreReducedOverDpTimesCp) {
+  // 8 GPUs, cp 8, dp 1: the eight context ranks hold the same weights and must still sum their
+  // gradients (Megatron-LM's data-parallel group "with context parallel").
+  const hw::Topology topo = std::move(hw::Topology::build(cluster(nvswitch_node(), 1, hw::FabricKind::single_switch))).value();
+  StepInputs in = inputs(gpt(4, 2048), 1, 1, 8192);
+  in.parallel.cp = 8;
+  in.parallel.dp_impl = DpImpl::no_overlap;
+  auto r = simulate_step(topo, in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_GT(at(*r, TimeKind::dp), 0);
+}
+
+TEST(ContextParallel, DistributedOptimizerShardsOverDpTimesCp) {
+  // Fixed 8 GPUs: dp x cp = 8 for every split, so the optimizer states per GPU are the same
+  // 12 bytes (fp32 master + two Adam moments) x parameters / 8 at every cp.
+  const hw::Topology topo = std::move(hw::Topology::build(cluster(nvswitch_node(), 1, hw::FabricKind::single_switch))).value();
+  double first = 0;
+  for (int cp : {1, 2, 4, 8}) {
+    StepInputs in = inputs(gpt(4, 2048), 8 / cp, 1, 8192);
+    in.parallel.cp = cp;
+    in.parallel.zero = 1;
+    auto r = simulate_step(topo, in);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    const double expect = 12.0 * r->params / 8;
+    EXPECT_NEAR(r->peak_memory.optimizer, expect, expect * 1e-9) << "cp " << cp;
+    auto est = estimate_memory(topo, in);
+    ASSERT_TRUE(est.ok());
+    EXPECT_NEAR(est->peak.optimizer, expect, expect * 1e-9) << "cp " << cp;
+    if (cp == 1) first = r->peak_memory.optimizer;
+    EXPECT_LE(r->peak_memory.optimizer, first * (1 + 1e-12));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overlap penalty
+
+TEST(OverlapPenalty, BoundedBySlowdownTimesOverlappedTime) {
+  // 2 nodes, dp 16: DDP's all-reduces overlap the backward pass. The compute time may grow over
+  // no-overlap's by at most comm_slowdown x the time collectives ran, and by something when they
+  // did overlap.
+  const hw::Topology topo = fabric(2, hw::FabricKind::single_switch, 40, 1);
+  StepInputs in = inputs(gpt(8, 2048), 16, 1);
+  in.compute.comm_slowdown = 0.1;
+  in.record_timeline = true;
+  in.parallel.dp_impl = DpImpl::no_overlap;
+  auto base = simulate_step(topo, in);
+  in.parallel.dp_impl = DpImpl::ddp;
+  in.parallel.bucket = Bytes::MiB(25);
+  auto ddp = simulate_step(topo, in);
+  ASSERT_TRUE(base.ok() && ddp.ok());
+  double collectives = 0;
+  for (const auto& ev : ddp->timeline.events) {
+    if (ev.stage == 0 && ev.replica == 0 && ev.track == TimelineEvent::Track::dp) collectives += (ev.end - ev.start).seconds();
+  }
+  ASSERT_GT(collectives, 0);
+  const double penalty = at(*ddp, TimeKind::compute) - at(*base, TimeKind::compute);
+  EXPECT_GT(penalty, 0);
+  EXPECT_LE(penalty, in.compute.comm_slowdown * collectives * (1 + 1e-9));
+  // With no slowdown, overlapping costs no compute at all.
+  in.compute.comm_slowdown = 0;
+  auto free = simulate_step(topo, in);
+  ASSERT_TRUE(free.ok());
+  EXPECT_NEAR(at(*free, TimeKind::compute), at(*base, TimeKind::compute), 1e-9);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Horovod tensor fusion
+
+TEST(HorovodFusion, SmallBufferIsNoWorseThanTheSameBuffersUnfusedAfterBackward) {
+  // Every cycle sends every ready tensor in as many buffers as it takes. With a 1 MiB buffer the
+  // step can be no slower than all-reducing the same 1 MiB pieces one by one after the backward
+  // pass (no-overlap with 1 MiB buckets), plus the one cycle Horovod waits before its first.
+  const hw::Topology topo = fabric(2, hw::FabricKind::single_switch, 40, 1);
+  StepInputs in = inputs(gpt(8, 2048), 16, 1);
+  in.compute.comm_slowdown = 0;
+  in.parallel.dp_impl = DpImpl::no_overlap;
+  in.parallel.bucket = Bytes::MiB(1);
+  auto unfused = simulate_step(topo, in);
+  in.parallel.dp_impl = DpImpl::horovod;
+  in.parallel.fusion_buffer = Bytes::MiB(1);
+  auto small = simulate_step(topo, in);
+  in.parallel.fusion_buffer = Bytes::MiB(64);
+  auto big = simulate_step(topo, in);
+  ASSERT_TRUE(unfused.ok() && small.ok() && big.ok());
+  EXPECT_LE(small->step_time_s, unfused->step_time_s + in.parallel.fusion_cycle.seconds());
+  // A long cycle costs at most the cycles the backward pass spans plus one, not one per buffer.
+  in.parallel.fusion_buffer = Bytes::MiB(1);
+  in.parallel.fusion_cycle = Time::ms(100);
+  auto slow = simulate_step(topo, in);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_LE(slow->step_time_s, unfused->step_time_s + 2 * 0.1 + at(*unfused, TimeKind::compute));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipeline transfers
+
+TEST(PipelineTransfers, AppearInTheBreakdownAndTakeAtLeastTheirBytesOverTheLink) {
+  // Two stages on two nodes joined by 1 GB/s NICs, tp 8: stage 0 sends m activations, each
+  // 1/8 of [seq, hidden] in bf16 per rank pair over its own NIC; NCCL's send blocks until done.
+  auto c = cluster(nvswitch_node(8, true, 1), 2, hw::FabricKind::single_switch);
+  const hw::Topology topo = std::move(hw::Topology::build(c)).value();
+  const int m = 8;
+  StepInputs in = inputs(gpt(8, 4096), m, 1);
+  in.parallel.tp = 8;
+  in.parallel.pp = 2;
+  in.parallel.sequence_parallel = true;
+  auto r = simulate_step(topo, in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const double msg = 2048.0 * 4096 * 2 / 8;
+  const double floor = m * msg / 1e9;
+  EXPECT_GE(r->stages[0].time_s[static_cast<std::size_t>(TimeKind::pp)], floor);
+  EXPECT_GT(r->stages[1].time_s[static_cast<std::size_t>(TimeKind::pp)], 0);
+  // A faster NIC: less pipeline communication.
+  auto fast = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::single_switch))).value();
+  auto rf = simulate_step(fast, in);
+  ASSERT_TRUE(rf.ok());
+  EXPECT_LT(rf->stages[0].time_s[static_cast<std::size_t>(TimeKind::pp)], r->stages[0].time_s[static_cast<std::size_t>(TimeKind::pp)]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Precision capability
+
+TEST(Precision, UnsupportedPrecisionIsRefusedForEveryModelFamilyAndPath) {
+  // The test GPU has a bf16 peak only.
+  const hw::Topology topo = std::move(hw::Topology::build(cluster(nvswitch_node(), 1, hw::FabricKind::single_switch))).value();
+  for (hw::DType d : {hw::DType::fp16, hw::DType::fp8}) {
+    for (bool cnn : {true, false}) {
+      StepInputs in = cnn ? inputs(make_resnet50(), 64, 8) : inputs(gpt(4, 2048), 8, 1);
+      in.training.precision = d;
+      auto r = simulate_step(topo, in);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.error().field, "training.precision");
+        EXPECT_NE(r.error().message.find("has no " + std::string(hw::to_string(d)) + " support"), std::string::npos) << r.error().message;
+      EXPECT_NE(r.error().message.find("bf16"), std::string::npos) << "names what the GPU has";
+      auto est = estimate_memory(topo, in);
+      ASSERT_FALSE(est.ok());
+      EXPECT_EQ(est.error().field, "training.precision");
+    }
+  }
+  // A mixed cluster is checked on every node kind, not only the first.
+  auto c = cluster(nvswitch_node(), 1, hw::FabricKind::single_switch);
+  hw::NodeSpec old = nvswitch_node();
+  old.gpu.peak.clear();
+  old.gpu.peak[hw::DType::fp32] = FlopRate::TFLOPs(10);
+  old.gpu.name = "old-gpu";
+  c.groups.push_back(hw::NodeGroup{old, 1, 0});
+  const hw::Topology mixed = std::move(hw::Topology::build(c)).value();
+  StepInputs in = inputs(make_resnet50(), 64, 4);
+  auto r = simulate_step(mixed, in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("old-gpu"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
