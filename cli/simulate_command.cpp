@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.hpp"
+#include "cli/trace_command.hpp"
 #include "config/profile.hpp"
 #include "config/simulate_loader.hpp"
 #include "hw/topology.hpp"
@@ -62,6 +63,7 @@ int run(const Options& o) {
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
   }
+  if (cfg->trace) return simulate_trace(*cfg, *topo, o.json);  // model: {trace: FILE}
   // A trace records the timeline of the executors that stand for the chosen ranks.
   reports::TraceSelection trace;
   std::optional<workloads::Layout> trace_layout;
