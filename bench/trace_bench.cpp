@@ -39,6 +39,7 @@ void BM_TraceDdp(benchmark::State& state, const char* example) {
     in.compute = cfg->inputs.compute;
     in.comm = cfg->inputs.comm;
     in.dp = topo->gpus();
+    if (cfg->inputs.parallel.bucket.count() > 0) in.params.bucket = cfg->inputs.parallel.bucket;  // as dtsim simulate
     auto r = trace::replay_step(*topo, gpu, in);
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
