@@ -53,6 +53,7 @@ std::string render_replay(const trace::ReplayResult& r, const std::string& file,
   o += fmt::format("  GPU busy         {:>10} ms\n", ms(r.gpu_busy_s));
   o += fmt::format("  waiting for host {:>10} ms\n", ms(r.host_wait_s));
   o += fmt::format("  waiting for DP   {:>10} ms\n", ms(r.dp_wait_s));
+  o += fmt::format("  launch and inter-kernel delays (measured, kept) {} ms\n", ms(r.gpu_delay_s));
   if (r.gpus > 1) {
     o += fmt::format("gradients          {:.1f} MB from the {}, {} bucket{}, all-reduce {} ms in all, {} ms exposed\n",
                      static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, r.buckets == 1 ? "" : "s", ms(r.allreduce_s),
@@ -86,6 +87,7 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
             {"gpu_busy_s", r.gpu_busy_s},
             {"host_wait_s", r.host_wait_s},
             {"dp_wait_s", r.dp_wait_s},
+            {"gpu_delay_s", r.gpu_delay_s},
             {"traced_window_s", r.traced_window_s},
             {"gradient_bytes", r.gradient_bytes},
             {"gradient_source", r.gradient_source},

@@ -179,7 +179,6 @@ Expected<ReplayResult> replay_step(const hw::Topology& topo, const hw::GpuSpec& 
   // Run the program.
   const ReplayParams& p = in.params;
   const std::int64_t overhead_ns = p.profiler_overhead_per_event.picoseconds() / 1000;
-  const std::int64_t latency_ns = p.launch_latency.picoseconds() / 1000;
   auto events_in = [&](std::int64_t from, std::int64_t to) {  // host events starting in (from, to]
     const auto a = std::upper_bound(s.host_event_starts.begin(), s.host_event_starts.end(), from);
     const auto b = std::upper_bound(s.host_event_starts.begin(), s.host_event_starts.end(), to);
@@ -190,7 +189,8 @@ Expected<ReplayResult> replay_step(const hw::Topology& topo, const hw::GpuSpec& 
     for (const auto& [ts, dur] : s.profiler_overhead) ns += std::max<std::int64_t>(0, std::min(to, ts + dur) - std::max(from, ts));
     return ns;
   };
-  std::map<std::int64_t, std::int64_t> stream_free;  // stream -> when its last op ends
+  std::map<std::int64_t, std::int64_t> stream_free;    // stream -> when its last op ends
+  std::map<std::int64_t, std::int64_t> traced_end;     // stream -> when its last op ended in the trace
   std::int64_t host = 0, prev_launch = s.host_begin_ns, end = 0, comm_free = 0, backward_end = 0;
   std::vector<std::pair<std::int64_t, std::int64_t>> comm;  // all-reduce intervals
   std::size_t next_bucket = 0;
@@ -212,9 +212,14 @@ Expected<ReplayResult> replay_step(const hw::Topology& topo, const hw::GpuSpec& 
     host += std::max<std::int64_t>(0, interval - overhead_ns * events_in(prev_launch, le) - profiler_spans_in(prev_launch, le));
     prev_launch = le;
     std::int64_t& free = stream_free[o.op->stream];
-    const std::int64_t host_ready = host + latency_ns;
-    if (host_ready > end) r.host_wait_s += ns_to_s(host_ready - end);  // the whole GPU waits for the host
-    std::int64_t start = std::max(host_ready, free);
+    // The GPU-side delay measured once both the launch and the previous op on the stream were
+    // done: launch latency when the op waited for the host, the inter-kernel gap when it was queued.
+    std::int64_t& prev_traced = traced_end[o.op->stream];
+    const std::int64_t delay = std::max<std::int64_t>(0, o.op->time.ts_ns - std::max(prev_traced, le));
+    prev_traced = std::max(prev_traced, o.op->time.end_ns());
+    if (host > end) r.host_wait_s += ns_to_s(host - end);  // the whole GPU waits for the host
+    std::int64_t start = std::max(host, free) + delay;
+    r.gpu_delay_s += ns_to_s(delay);
     if (o.cls == KernelClass::optimizer && !optimizer_waited && !buckets.empty()) {
       // DDP's end-of-backward hook makes the compute stream wait for every bucket's all-reduce.
       optimizer_waited = true;

@@ -5,7 +5,8 @@
 // network while the backward pass runs, the optimizer waiting for the last one.
 //
 // Host model (the mechanism that makes a profiled step slower than the same step unprofiled): the
-// GPU starts op i at max(host launch of i + launch latency, end of the previous op on its stream);
+// GPU starts op i at max(host launch of i, end of the previous op on its stream) plus the delay
+// measured in the trace after both were done (launch latency, or the inter-kernel gap);
 // the host launches op i a host interval after op i-1, the interval measured in the trace minus
 // the profiler's recording cost (`profiler_overhead_per_event` per operator, runtime call and
 // annotation recorded in it, plus the profiler's own "overhead" spans). See docs/traces.md.
@@ -27,7 +28,6 @@ struct ReplayParams {
   // Host time the profiler adds per recorded host event (record_shapes=True). Fitted on the
   // ResNet-50 trace of data/traces/h100-2026-11-23 (in-sample); GPT-2 and Llama held out.
   Time profiler_overhead_per_event = Time::ns(3000);
-  Time launch_latency = Time::us(1);          // host launch call end to kernel start on an idle GPU
   Bytes bucket = Bytes::MiB(25);              // DDP bucket_cap_mb default (torch/nn/parallel/distributed.py)
   Bytes first_bucket = Bytes::MiB(1);         // DDP _DEFAULT_FIRST_BUCKET_BYTES
 };
@@ -56,6 +56,7 @@ struct ReplayResult {
   double gpu_busy_s = 0;              // sum of (re-timed) op durations, comm slowdown included
   double host_wait_s = 0;             // compute stream idle, waiting for launches
   double dp_wait_s = 0;               // compute stream idle, waiting for gradient all-reduces
+  double gpu_delay_s = 0;             // measured launch latencies and inter-kernel gaps, kept
   double traced_window_s = 0;         // the profile's GPU window (first op start to last end)
   std::int64_t gradient_bytes = 0;
   std::string gradient_source;        // "trace (N AccumulateGrad ops)" or the model's name
