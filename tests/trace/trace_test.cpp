@@ -82,6 +82,20 @@ TEST(TraceReader, LegacyCategoryNames) {  // PyTorch 1.8-1.9: Operator, Runtime,
   EXPECT_EQ(s.ops[0].cls, KernelClass::gemm);
 }
 
+TEST(TraceReader, PyTorch113ProfilerStepAsOperator) {  // 1.13: ProfilerStep#N is a cpu_op, "external id"
+  auto t = read_trace(data("pytorch-1.13.json"));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_NE(t->profiler_step(), nullptr);
+  EXPECT_EQ(t->profiler_step()->name, "ProfilerStep#3");
+  const StepOps s = link_step(*t);
+  EXPECT_EQ(s.host_begin_ns, 500'000);  // the step's start, not the first operator's
+  ASSERT_TRUE(s.ops[0].gemm.has_value());
+  EXPECT_EQ(s.ops[0].gemm->batch, 16);
+  EXPECT_DOUBLE_EQ(s.ops[0].gemm->flops(), 2.0 * 128 * 128 * 64 * 16);
+  EXPECT_EQ(s.ops[1].cls, KernelClass::copy);
+  EXPECT_EQ(gpu_preset_for_device(t->device), "a100-sxm4-80g");
+}
+
 TEST(TraceReader, ErrorsNameTheProblem) {
   EXPECT_NE(error_of(data("empty.json")).find("empty file"), std::string::npos);
   EXPECT_NE(error_of(data("empty-events.json")).find("holds no events"), std::string::npos);
@@ -187,6 +201,22 @@ nlohmann::json simulate_json(const std::string& trace_file, const std::string& c
   EXPECT_EQ(run("simulate " + cfg + " --json " + json, out), 0) << out;
   std::ifstream in(json);
   return nlohmann::json::parse(in, nullptr, false);
+}
+
+TEST(TraceCli, SimulateRefusesWhatATraceCannotDo) {
+  const std::string cfg = temp("bad.yaml");
+  std::string out;
+  std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("no-such-file.json") << "}\n";
+  EXPECT_EQ(run("simulate " + cfg, out), 2);
+  EXPECT_NE(out.find("model.trace"), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot open"), std::string::npos) << out;
+  std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << "}\nparallel: {tp: 2, dp: 4}\n";
+  EXPECT_EQ(run("simulate " + cfg, out), 2);
+  EXPECT_NE(out.find("data parallelism (DDP) only"), std::string::npos) << out;
+  // small.json has no AccumulateGrad operators: DDP over 8 GPUs needs gradient sizes.
+  std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << "}\n";
+  EXPECT_EQ(run("simulate " + cfg, out), 2);
+  EXPECT_NE(out.find("gradients_from"), std::string::npos) << out;
 }
 
 TEST(TraceCli, SummaryErrorsExitTwo) {
