@@ -11,6 +11,7 @@
 #include "cli/report_command.hpp"
 #include "cli/simulate_command.hpp"
 #include "cli/sweep_command.hpp"
+#include "cli/trace_command.hpp"
 #include "cli/validate_command.hpp"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   dtsim::cli::add_report_command(app, exit_code);
   dtsim::cli::add_fit_command(app, exit_code);
   dtsim::cli::add_validate_command(app, exit_code);
+  dtsim::cli::add_trace_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -377,6 +377,10 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
         if (ctx.diagnostics.size() == before) ctx.diagnostics.error(opt.where, "hardware", "the configuration could not be read");
         return std::nullopt;
       }
+      if (cfg->trace) {
+        root.error("model", "model: {trace: ...} runs with dtsim simulate only (plans search layouts of a model; docs/traces.md)");
+        return std::nullopt;
+      }
       if (!cfg->budget.any() && !spec.noise) {
         root.error("training", "a plan needs the amount of training: training.tokens, samples or epochs (or statistical_efficiency)");
         return std::nullopt;

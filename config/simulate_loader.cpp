@@ -206,6 +206,29 @@ std::vector<std::array<std::string, 3>> simulate_param_list() {
   return out;
 }
 
+namespace {
+
+TraceModel load_trace_model(MapReader& root, const std::string& path, LoadContext& ctx) {
+  MapReader mr(root.node("model"), "model", path, ctx);
+  TraceModel tm;
+  if (auto v = mr.string("trace", true)) tm.file = resolve_path(*v, path);
+  if (mr.has("traced_gpu")) {
+    HardwareLoader hl(ctx);
+    tm.traced_gpu = hl.gpu(mr, "traced_gpu");
+  }
+  if (auto v = mr.time("profiler_overhead_per_event")) tm.profiler_overhead_per_event = *v;
+  if (mr.has("gradients_from")) {
+    if (auto m = load_model(mr, "gradients_from", ctx)) {
+      tm.gradients_from = workloads::model_name(*m);
+      tm.gradient_params = workloads::parameter_count(*m);
+    }
+  }
+  mr.finish();
+  return tm;
+}
+
+}  // namespace
+
 std::optional<SimulateConfig> load_simulate_config(const std::string& path, const std::vector<std::string>& sets, LoadContext& ctx,
                                                    const std::optional<std::string>& yaml_text, const HardwareProfile* profile) {
   auto doc = yaml_text ? parse_yaml(*yaml_text, path, ctx) : load_yaml_file(path, ctx);
@@ -232,11 +255,15 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto c = hl.cluster(cr)) out.cluster = *c;
   }
 
-  if (auto m = load_model(root, "model", ctx)) in.model = *m;
+  if (YAML::Node mn = root.node("model"); mn.IsMap() && mn["trace"]) {
+    out.trace = load_trace_model(root, path, ctx);
+  } else if (auto m = load_model(root, "model", ctx)) {
+    in.model = *m;
+  }
 
   // Training.
   workloads::TrainingSpec& t = in.training;
-  if (auto tr = root.map("training", true)) {
+  if (auto tr = root.map("training", !out.trace)) {
     if (auto v = tr->integer("global_batch", true, 1, 100'000'000)) t.global_batch = *v;
     if (auto v = tr->integer("micro_batch", false, 1, 1'000'000)) t.micro_batch = *v;
     if (auto v = tr->integer("seq_len", false, 1, 100'000'000)) t.seq_len = *v;
@@ -357,7 +384,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
 
   // The resolved configuration, defaults included.
   nlohmann::json res;
-  res["model"] = workloads::model_name(in.model);
+  res["model"] = out.trace ? nlohmann::json{{"trace", out.trace->file}, {"gradients_from", out.trace->gradients_from}}
+                           : nlohmann::json(workloads::model_name(in.model));
   res["training"] = {{"global_batch", t.global_batch},
                      {"micro_batch", t.micro_batch},
                      {"seq_len", t.seq_len},

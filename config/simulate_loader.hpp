@@ -15,6 +15,16 @@
 
 namespace dtsim::config {
 
+// `model: {trace: FILE, traced_gpu: GPU, gradients_from: MODEL}`: a profiled step instead of a
+// model (docs/traces.md). The trace itself is read by the command, not here.
+struct TraceModel {
+  std::string file;                          // resolved against the config's folder
+  std::optional<hw::GpuSpec> traced_gpu;     // default: from the trace's device name
+  std::optional<std::int64_t> gradient_params;  // parameters of `gradients_from`, when named
+  std::string gradients_from;
+  std::optional<Time> profiler_overhead_per_event;  // the host model's correction (docs/traces.md)
+};
+
 struct SimulateConfig {
   hw::ClusterSpec cluster;
   workloads::StepInputs inputs;
@@ -22,6 +32,7 @@ struct SimulateConfig {
   workloads::PowerModel power;        // energy: (defaults from the GPU's TDP)
   workloads::Prices prices;           // prices: (zero when not given)
   bool has_prices = false;
+  std::optional<TraceModel> trace;    // model: {trace: FILE}
   nlohmann::json resolved;  // every setting, with the defaults that were applied
 };
 

@@ -164,6 +164,10 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
   const std::map<std::string, std::string> inputs_before = ctx.inputs;
   auto base = load_simulate_config(spec.base_path, {}, ctx, spec.base_text, profile);
   if (!base) return std::nullopt;
+  if (base->trace) {
+    root.error("base", "model: {trace: ...} runs with dtsim simulate only (a traced step is not swept yet; docs/traces.md)");
+    return std::nullopt;
+  }
   std::map<std::string, std::string> base_inputs;
   for (const auto& [file, hash] : ctx.inputs) {
     if (!inputs_before.count(file)) base_inputs[file] = hash;

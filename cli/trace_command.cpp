@@ -1,0 +1,174 @@
+#include "cli/trace_command.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "cli/errors.hpp"
+#include "config/hardware.hpp"
+#include "reports/output.hpp"
+#include "trace/replay.hpp"
+#include "trace/summary.hpp"
+
+namespace dtsim::cli {
+
+namespace {
+
+struct SummaryOptions {
+  std::string file;
+  std::string json;
+  std::size_t top = 10;
+};
+
+int run_summary(const SummaryOptions& o) {
+  auto t = trace::read_trace(o.file);
+  if (!t) {
+    print_error(t.error().message);
+    return kExitBadInput;
+  }
+  const trace::StepOps ops = trace::link_step(*t);
+  const trace::Summary s = trace::summarize(*t, ops, o.top);
+  if (!o.json.empty()) {
+    if (auto st = reports::write_file_atomic(o.json, trace::summary_json(s).dump(2) + "\n"); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
+  std::fputs(trace::render_summary(s).c_str(), stdout);
+  return kExitOk;
+}
+
+std::string ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
+
+std::string render_replay(const trace::ReplayResult& r, const std::string& file, const std::string& cluster) {
+  std::string o;
+  o += fmt::format("trace        {}\n", file);
+  o += fmt::format("traced on    {}; simulated on {} ({} GPU{}{})\n", r.traced_gpu, r.target_gpu, r.gpus, r.gpus == 1 ? "" : "s, DDP",
+                   r.retimed ? ", kernels re-timed by class" : ", measured kernel times");
+  o += fmt::format("cluster      {}\n\n", cluster);
+  o += fmt::format("step time          {:>10} ms   (profiled GPU window {} ms)\n", ms(r.step_s), ms(r.traced_window_s));
+  o += fmt::format("  GPU busy         {:>10} ms\n", ms(r.gpu_busy_s));
+  o += fmt::format("  waiting for host {:>10} ms\n", ms(r.host_wait_s));
+  o += fmt::format("  waiting for DP   {:>10} ms\n", ms(r.dp_wait_s));
+  o += fmt::format("  launch and inter-kernel delays (measured, kept) {} ms\n", ms(r.gpu_delay_s));
+  if (r.gpus > 1) {
+    o += fmt::format("gradients          {:.1f} MB from the {}, {} bucket{}, all-reduce {} ms in all, {} ms exposed\n",
+                     static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, r.buckets == 1 ? "" : "s", ms(r.allreduce_s),
+                     ms(r.exposed_allreduce_s));
+  }
+  if (r.removed_comm_ops > 0) o += fmt::format("traced NCCL kernels left out: {} (data parallelism is simulated)\n", r.removed_comm_ops);
+  o += fmt::format("\n{:<16} {:>7} {:>12} {:>12} {:>7}\n", "class", "ops", "traced ms", "simulated ms", "ratio");
+  for (int c = 0; c < trace::kKernelClasses; ++c) {
+    const auto& ct = r.classes[static_cast<std::size_t>(c)];
+    if (ct.count == 0) continue;
+    o += fmt::format("{:<16} {:>7} {:>12} {:>12} {:>7.3f}\n", trace::to_string(static_cast<trace::KernelClass>(c)), ct.count,
+                     ms(static_cast<double>(ct.traced_ns) * 1e-9), ms(static_cast<double>(ct.replay_ns) * 1e-9),
+                     ct.traced_ns > 0 ? static_cast<double>(ct.replay_ns) / static_cast<double>(ct.traced_ns) : 0.0);
+  }
+  return o;
+}
+
+nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateConfig& cfg) {
+  nlohmann::json classes = nlohmann::json::object();
+  for (int c = 0; c < trace::kKernelClasses; ++c) {
+    const auto& ct = r.classes[static_cast<std::size_t>(c)];
+    if (ct.count > 0) classes[std::string(trace::to_string(static_cast<trace::KernelClass>(c)))] = {
+        {"count", ct.count}, {"traced_ns", ct.traced_ns}, {"simulated_ns", ct.replay_ns}};
+  }
+  return {{"config", cfg.resolved},
+          {"result",
+           {{"traced_gpu", r.traced_gpu},
+            {"target_gpu", r.target_gpu},
+            {"gpus", r.gpus},
+            {"step_time_s", r.step_s},
+            {"gpu_busy_s", r.gpu_busy_s},
+            {"host_wait_s", r.host_wait_s},
+            {"dp_wait_s", r.dp_wait_s},
+            {"gpu_delay_s", r.gpu_delay_s},
+            {"traced_window_s", r.traced_window_s},
+            {"gradient_bytes", r.gradient_bytes},
+            {"gradient_source", r.gradient_source},
+            {"buckets", r.buckets},
+            {"allreduce_s", r.allreduce_s},
+            {"exposed_allreduce_s", r.exposed_allreduce_s},
+            {"removed_comm_ops", r.removed_comm_ops},
+            {"classes", classes}}}};
+}
+
+}  // namespace
+
+int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json) {
+  const config::TraceModel& tm = *cfg.trace;
+  auto t = trace::read_trace(tm.file);
+  if (!t) {
+    print_error("model.trace: " + t.error().message);
+    return kExitBadInput;
+  }
+  const auto& par = cfg.inputs.parallel;
+  if (par.tp != 1 || par.pp != 1 || par.cp != 1 || par.ep != 1 || par.zero != 0) {
+    print_error("parallel: a traced step is simulated with data parallelism (DDP) only: tp, pp, cp, ep must be 1 and zero 0");
+    return kExitBadInput;
+  }
+  std::optional<hw::GpuSpec> traced = tm.traced_gpu;
+  if (!traced) {
+    const std::string preset = trace::gpu_preset_for_device(t->device);
+    if (preset.empty()) {
+      print_error(fmt::format("model.traced_gpu: the trace's device '{}' is not a known GPU; name the GPU it was taken on "
+                              "(model: {{trace: FILE, traced_gpu: h100-sxm}})",
+                              t->device));
+      return kExitBadInput;
+    }
+    config::LoadContext ctx;
+    YAML::Node n;
+    n["traced_gpu"] = preset;
+    config::MapReader r(n, "model", tm.file, ctx);
+    config::HardwareLoader hl(ctx);
+    traced = hl.gpu(r, "traced_gpu");
+    if (!traced) {
+      print_diagnostics(ctx.diagnostics);
+      return kExitBadInput;
+    }
+  }
+  const trace::StepOps ops = trace::link_step(*t);
+  trace::ReplayInputs in;
+  in.ops = &ops;
+  in.traced_gpu = *traced;
+  in.compute = cfg.inputs.compute;
+  in.comm = cfg.inputs.comm;
+  in.dp = par.dp > 1 ? par.dp : topo.gpus();
+  if (tm.gradient_params) in.gradient_bytes = *tm.gradient_params * hw::dtype_bytes(cfg.inputs.training.grad_dtype);
+  if (par.bucket.count() > 0) in.params.bucket = par.bucket;
+  if (tm.profiler_overhead_per_event) in.params.profiler_overhead_per_event = *tm.profiler_overhead_per_event;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = trace::replay_step(topo, topo.node_template(0).spec().gpu, in);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r) {
+    print_error(r.error().to_string());
+    return kExitBadInput;
+  }
+  if (!json.empty()) {
+    if (auto st = reports::write_file_atomic(json, replay_json(*r, cfg).dump(2) + "\n"); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
+  std::fputs(render_replay(*r, tm.file, topo.summary()).c_str(), stdout);
+  std::fprintf(stderr, "dtsim: simulated in %.2f s\n", wall);
+  return kExitOk;
+}
+
+void add_trace_command(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("trace", "Read PyTorch profiler traces (Chrome-trace JSON, .json or .json.gz)");
+  cmd->require_subcommand(1);
+  auto o = std::make_shared<SummaryOptions>();
+  CLI::App* sum = cmd->add_subcommand("summary", "GPU busy and idle time, time per kernel class, top operators and kernels of one step");
+  sum->add_option("file", o->file, "The trace (.json or .json.gz)")->required();
+  sum->add_option("--json", o->json, "Also write the summary as JSON to this file");
+  sum->add_option("--top", o->top, "Rows of the top operators and kernels tables (default 10)");
+  sum->callback([o, &exit_code] { exit_code = run_summary(*o); });
+}
+
+}  // namespace dtsim::cli
