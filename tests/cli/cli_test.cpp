@@ -252,3 +252,27 @@ TEST(CliCompare, RefusesWhatItCannotCompare) {
 }
 
 }  // namespace compare
+
+// Issue 18 item 2: a NIC latency must reach step times. Two DGX H100 with FSDP gather and
+// reduce-scatter across the two nodes every layer; each such collective crosses the network at
+// least twice (out and back), so a 10 ms adapter latency adds at least 2 x 20 ms to the step.
+namespace latency {
+
+double step_time(const std::string& out) {
+  const auto at = out.find("step time");
+  if (at == std::string::npos) return -1;
+  return std::stod(out.substr(out.find_first_of("0123456789", at)));
+}
+
+TEST(CliLatency, ANicLatencyShowsInTheStepTime) {
+  const std::string ex = std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama2-7b-fsdp.yaml";
+  const Result base = run("simulate " + ex);
+  const Result slow = run("simulate " + ex + " --set simulation.links.ib-ndr.latency=10ms");
+  ASSERT_EQ(base.code, 0) << base.out;
+  ASSERT_EQ(slow.code, 0) << slow.out;
+  const double a = step_time(base.out), b = step_time(slow.out);
+  ASSERT_GT(a, 0) << base.out;
+  EXPECT_GE(b, a + 2 * 20e-3) << base.out << slow.out;
+}
+
+}  // namespace latency
