@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     auto topo = hw::Topology::build(*spec);
-    const auto cmp = calibrate::predict_allreduce(*topo, comm::CommParams::nccl_defaults(), mine, t.algo);
+    const int per_thread = mine.empty() ? 1 : calibrate::published_gpus_per_thread(mine[0]);
+    const auto cmp = calibrate::predict_allreduce(*topo, comm::CommParams::nccl_defaults(), mine, t.algo, per_thread);
     std::printf("### %s (%s) vs dtsim %s\n\n", t.system, mine.empty() ? "" : mine[0].gpu.c_str(), t.what);
     std::printf("| size | measured busbw (GB/s) | dtsim busbw (GB/s) | dtsim algo | error |\n|---:|---:|---:|---|---:|\n");
     std::vector<double> small, large;

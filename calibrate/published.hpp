@@ -34,8 +34,15 @@ struct BusbwComparison {
 };
 
 // Predicts each measured all-reduce point on `topo` (the first `gpus` GPUs) with the given
-// algorithm (nullopt: dtsim's automatic choice, like NCCL's default).
+// algorithm (nullopt: dtsim's automatic choice, like NCCL's default), as nccl-tests measures it
+// with one host thread driving `gpus_per_thread` GPUs (comm::nccl_tests_iteration).
 std::vector<BusbwComparison> predict_allreduce(const hw::Topology& topo, const comm::CommParams& params,
-                                               const std::vector<PublishedBusbw>& rows, std::optional<comm::Algo> algo);
+                                               const std::vector<PublishedBusbw>& rows, std::optional<comm::Algo> algo,
+                                               int gpus_per_thread = 1);
+
+// How the published curves were run: nccl-tests' -g option (GPUs per host thread). The Azure
+// benchmarking guide runs `all_reduce_perf -b 8 -e 8G -f 2 -g <all GPUs> -n 40`
+// (Benchmarks/NVIDIA/NCCLBandwidth.py), so its rows are one thread driving all 8 GPUs.
+int published_gpus_per_thread(const PublishedBusbw& row);
 
 }  // namespace dtsim::calibrate

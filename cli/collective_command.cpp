@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 
 #include "cli/errors.hpp"
+#include "calibrate/log_compare.hpp"
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
 #include "config/profile.hpp"
 #include "hw/topology.hpp"
+#include "reports/collective_compare.hpp"
 #include "reports/collective_report.hpp"
 #include "reports/output.hpp"
 
@@ -36,6 +38,9 @@ struct Options {
   std::string json;
   std::string hw_profile;
   bool list_params = false;
+  std::string compare;  // an nccl-tests log
+  std::string report;   // folder for the comparison's CSV, Markdown and chart
+  std::optional<int> gpus_per_thread;
 };
 
 std::string nccl_type_name(hw::DType d) {
@@ -55,6 +60,36 @@ int list_params() {
   std::printf("%-40s %-12s %s\n", "parameter", "default", "meaning (source)");
   for (const auto& info : comm::comm_param_table()) {
     std::printf("%-40s %-12s %s (%s)\n", ("comm." + info.name).c_str(), info.get(p).c_str(), info.help.c_str(), info.source.c_str());
+  }
+  return kExitOk;
+}
+
+// --compare LOG: the log's collective, GPU count and sizes, simulated beside its measurements.
+int run_compare(const Options& o, const hw::Topology& topo, const comm::CommParams& params, std::optional<CollOp> op,
+                std::optional<comm::Algo> algo, std::optional<comm::Protocol> proto) {
+  auto log = calibrate::read_nccl_tests(o.compare);
+  if (!log) {
+    print_error("--compare: " + log.error().message);
+    return kExitBadInput;
+  }
+  calibrate::LogCompareOptions opt;
+  opt.algo = algo;
+  opt.protocol = proto;
+  opt.gpus = o.gpus;
+  opt.gpus_per_thread = o.gpus_per_thread;
+  opt.sharing = o.sharing;
+  if (log->tables.size() > 1) opt.op = op;  // --op picks the table of a log holding several
+  auto cmp = calibrate::compare_log(topo, params, *log, opt);
+  if (!cmp) {
+    print_error("--" + cmp.error().field + ": " + cmp.error().message);
+    return kExitBadInput;
+  }
+  std::fputs(reports::render_comparison(*cmp, topo.summary()).c_str(), stdout);
+  if (!o.report.empty()) {
+    if (auto st = reports::write_comparison_report(*cmp, topo.summary(), o.report); !st) {
+      print_error("--report: " + st.error().message);
+      return kExitFailure;
+    }
   }
   return kExitOk;
 }
@@ -136,6 +171,11 @@ int run(const Options& o) {
   }
   if (!errors.empty()) return kExitBadInput;
 
+  if (!o.compare.empty()) return run_compare(o, *topo, params, op, algo, proto);
+  if (!o.report.empty()) {
+    print_error("--report draws a comparison: it needs --compare LOG");
+    return kExitBadInput;
+  }
   const int gpus = o.gpus.value_or(topo->gpus());
   if (gpus < 1 || gpus > topo->gpus()) {
     print_error(fmt::format("--gpus: {} GPUs requested but the cluster has {}", gpus, topo->gpus()));
@@ -248,6 +288,11 @@ void add_collective_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", o->json, "Also write {config, rows} as JSON to this file");
   cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
   cmd->add_flag("--list-params", o->list_params, "List the communication-model parameters with defaults and sources");
+  cmd->add_option("--compare", o->compare,
+                  "An nccl-tests log: simulate its collective, GPU count and sizes and print both with the error per size");
+  cmd->add_option("--report", o->report, "With --compare: write compare.csv, compare.md and compare.svg (gnuplot) into this folder");
+  cmd->add_option("--gpus-per-thread", o->gpus_per_thread,
+                  "With --compare: GPUs one nccl-tests thread drove (its -g; default: the log's nGpus, else 1)");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

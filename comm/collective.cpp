@@ -104,7 +104,8 @@ Transport Planner::intra_transport(const Layout& lay) const {
 
 Time Planner::step_latency(Algo a, Protocol p, Transport t, bool multinode) const {
   Time s = params_.lat(a, p).step[static_cast<std::size_t>(t)];
-  if (p == Protocol::ll && multinode && t != Transport::net) s = Time::from_seconds(s.seconds() * params_.ll_multinode_intra_factor);
+  // NCCL v2.18.5 tuning.cc: "inter-node rings still have to launch nsteps * net overhead".
+  if (a != Algo::tree && multinode && t != Transport::net) s = std::max(s, params_.net_overhead * (p == Protocol::simple ? 3 : 1));
   return s;
 }
 
@@ -113,7 +114,7 @@ double Planner::bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) 
   if (a == Algo::tree) {
     switch (p) {
       case Protocol::ll: return params_.tree_ll;
-      case Protocol::ll128: return params_.tree_ll128;
+      case Protocol::ll128: return multinode ? params_.tree_ll128_multinode : params_.tree_ll128;
       case Protocol::simple: return params_.tree_simple;
     }
   }
@@ -418,13 +419,14 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   const int nsteps = all_reduce ? 2 * (n - 1) : n - 1;
   const int ninter = all_reduce ? 2 * (m - 1) : m - 1;
   const Transport intra = intra_transport(lay);
-  const Time intra_lat = step_latency(Algo::ring, proto, intra, multinode);
-  const Time inter_lat = step_latency(Algo::ring, proto, Transport::net, multinode);
+  Time intra_lat = step_latency(Algo::ring, proto, intra, multinode);
+  Time inter_lat = step_latency(Algo::ring, proto, Transport::net, multinode);
   const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
-  const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
+  double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double per_edge = (all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n) * size.as_double() / nch;
 
-  // Paths of every edge of every channel.
+  // Paths of every edge of every channel. A step cannot take less than its path's latency: NCCL's
+  // per-step figures cover ordinary links, a slow path (a long cable, a TCP stack) raises them.
   std::vector<std::vector<hw::Path>> paths(channels.size());
   for (std::size_t c = 0; c < channels.size(); ++c) {
     const auto& ch = channels[c];
@@ -432,6 +434,25 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
       const int a = ch.order[static_cast<std::size_t>(i)], b = ch.order[static_cast<std::size_t>((i + 1) % n)];
       const int nic = ch.nic[node_index[topo_.node_of(a)]];
       paths[c].push_back(edge_path(a, b, nic, label_of(c, static_cast<std::uint64_t>(i), 1)));
+      const Time path_lat = router_.latency(paths[c].back());
+      if (topo_.node_of(a) != topo_.node_of(b)) inter_lat = std::max(inter_lat, path_lat);
+      else intra_lat = std::max(intra_lat, path_lat);
+    }
+  }
+  // LL's bus bandwidth ceiling on one node (NCCL llMaxBws): lower the protocol factor until the
+  // ring's bus bandwidth on idle links stays under it.
+  if (proto == Protocol::ll && !multinode && params_.ll_max_busbw_GBps > 0) {
+    std::map<std::uint32_t, double> load;
+    for (const auto& ch : paths) {
+      for (const auto& p : ch) {
+        for (LinkId l : p) load[l.value] += per_edge;
+      }
+    }
+    double worst = 0;
+    for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
+    if (worst > 0) {
+      const double busbw = per_edge * nch / worst;  // bytes/s at factor 1
+      factor = std::min(factor, params_.ll_max_busbw_GBps * 1e9 / busbw);
     }
   }
 
@@ -479,14 +500,12 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   plan.channels = static_cast<int>(channels.size());
   const double nch = static_cast<double>(channels.size());
   const Transport intra = intra_transport(lay);
-  const Time latency = params_.lat(Algo::ring, proto).base + params_.call_overhead +
-                       step_latency(Algo::ring, proto, intra, multinode) * ((n - 1) - (m - 1)) +
-                       step_latency(Algo::ring, proto, Transport::net, multinode) * (m - 1);
+  Time intra_lat = step_latency(Algo::ring, proto, intra, multinode);
+  Time inter_lat = step_latency(Algo::ring, proto, Transport::net, multinode);
   const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double share = size.as_double() / nch;
   const double fill = static_cast<double>(n - 2) * std::min(share, params_.pipeline_chunk.as_double());
-  Phase ph;
-  ph.what = fmt::format("chain {}", to_string(op));
+  std::vector<hw::Path> chains;
   for (std::size_t c = 0; c < channels.size(); ++c) {
     std::vector<int> o = channels[c].order;
     std::rotate(o.begin(), std::find(o.begin(), o.end(), root_rank), o.end());
@@ -494,10 +513,17 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
     for (int i = 0; i + 1 < n; ++i) {
       int a = o[static_cast<std::size_t>(i)], b = o[static_cast<std::size_t>(i + 1)];
       if (op == CollOp::reduce) std::swap(a, b);  // data flows towards the root
-      append(all, edge_path(a, b, channels[c].nic[node_index[topo_.node_of(a)]], label_of(c, static_cast<std::uint64_t>(i), 2)));
+      const hw::Path p = edge_path(a, b, channels[c].nic[node_index[topo_.node_of(a)]], label_of(c, static_cast<std::uint64_t>(i), 2));
+      Time& lat = topo_.node_of(a) != topo_.node_of(b) ? inter_lat : intra_lat;
+      lat = std::max(lat, router_.latency(p));
+      append(all, p);
     }
-    ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
+    chains.push_back(std::move(all));
   }
+  const Time latency = params_.lat(Algo::ring, proto).base + params_.call_overhead + intra_lat * ((n - 1) - (m - 1)) + inter_lat * (m - 1);
+  Phase ph;
+  ph.what = fmt::format("chain {}", to_string(op));
+  for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
   plan.phases.push_back(std::move(ph));
 }
 
@@ -505,11 +531,9 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   const int m = plan.nodes;
   const bool multinode = m > 1;
   const Transport intra = intra_transport(lay);
-  const Time intra_lat = step_latency(Algo::tree, proto, intra, multinode);
-  const Time inter_lat = step_latency(Algo::tree, proto, Transport::net, multinode);
+  Time intra_lat = step_latency(Algo::tree, proto, intra, multinode);
+  Time inter_lat = step_latency(Algo::tree, proto, Transport::net, multinode);
   const int per_node = lay.max_per_node;
-  const Time latency = params_.lat(Algo::tree, proto).base + params_.call_overhead +
-                       (intra_lat * (per_node - 1) + inter_lat * ceil_log2(m)) * 2;
   const double factor = bandwidth_factor(Algo::tree, proto, CollOp::allreduce, multinode);
 
   // Channels as for rings: the channel's segment on each node is a chain whose first GPU (the one
@@ -519,8 +543,12 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   plan.channels = nch;
   const auto trees = double_binary_tree(m);
   const double share = size.as_double() / 2.0 / nch;
-  Phase ph;
-  ph.what = "double binary tree all-reduce";
+  std::vector<hw::Path> groups;
+  auto add = [&](hw::Path& all, const hw::Path& p, bool cross) {
+    Time& lat = cross ? inter_lat : intra_lat;
+    lat = std::max(lat, router_.latency(p));
+    append(all, p);
+  };
   for (int c = 0; c < nch; ++c) {
     const RingChannel& ch = channels[static_cast<std::size_t>(c)];
     std::vector<std::vector<int>> chains;  // per node: head first
@@ -537,19 +565,24 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
         std::vector<int> chain = chains[k];
         if (!multinode && tr == 1) std::reverse(chain.begin(), chain.end());
         for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
-          append(all, router_.route(chain[i + 1], chain[i], label_of(c, i, 3)));
-          append(all, router_.route(chain[i], chain[i + 1], label_of(c, i, 4)));
+          add(all, router_.route(chain[i + 1], chain[i], label_of(c, i, 3)), false);
+          add(all, router_.route(chain[i], chain[i + 1], label_of(c, i, 4)), false);
         }
         const int parent = trees[static_cast<std::size_t>(tr)][k];
         if (multinode && parent >= 0) {
           const int head = chains[k][0], phead = chains[static_cast<std::size_t>(parent)][0];
-          append(all, edge_path(head, phead, nic[k], label_of(c, k, 5 + static_cast<std::uint64_t>(tr))));
-          append(all, edge_path(phead, head, nic[static_cast<std::size_t>(parent)], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))));
+          add(all, edge_path(head, phead, nic[k], label_of(c, k, 5 + static_cast<std::uint64_t>(tr))), true);
+          add(all, edge_path(phead, head, nic[static_cast<std::size_t>(parent)], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))), true);
         }
       }
-      ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
+      groups.push_back(std::move(all));
     }
   }
+  const Time latency = params_.lat(Algo::tree, proto).base + params_.call_overhead +
+                       (intra_lat * (per_node - 1) + inter_lat * ceil_log2(m)) * 2;
+  Phase ph;
+  ph.what = "double binary tree all-reduce";
+  for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
   plan.phases.push_back(std::move(ph));
 }
 
@@ -561,20 +594,24 @@ void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
   const hw::NodeTemplate& t = topo_.node_template(part.node);
   const int n = plan.ranks;
   hw::Path all;
+  Time path_lat = Time::zero();  // the longest GPU -> switch -> GPU round
   for (int l : part.locals) {
-    router_.append_local(part.node, l, t.nvswitch_vertex(), all);
-    router_.append_local(part.node, t.nvswitch_vertex(), l, all);
+    hw::Path round;
+    router_.append_local(part.node, l, t.nvswitch_vertex(), round);
+    router_.append_local(part.node, t.nvswitch_vertex(), l, round);
+    path_lat = std::max(path_lat, router_.latency(round));
+    append(all, round);
   }
   const double bytes = size.as_double() * (1.0 + 1.0 / n);
+  // The reduce (ld_reduce) and the multicast (st) are two sequential rounds through the switch.
   plan.phases.push_back(Phase{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency),
-                                                            params_.nvls_latency + params_.call_overhead}}});
+                                                            std::max(params_.nvls_latency, path_lat * 2) + params_.call_overhead}}});
 }
 
 void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan) {
   // Reduce-scatter inside each node, all-reduce of each GPU's shard across nodes (GPUs of the same
   // local index form a ring over their NICs), all-gather inside each node.
   const int g = lay.max_per_node;
-  const int m = plan.nodes;
   const double s = size.as_double();
   auto intra_phase = [&](bool scatter) {
     Phase ph;
@@ -599,14 +636,15 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bo
       } else {
         const auto order = intra_orders(part)[0];
         hw::Path all;
+        Time step = step_latency(Algo::ring, proto, intra_transport(lay), true);
         for (std::size_t i = 0; i < order.size(); ++i) {
           const int a = topo_.first_rank(part.node) + order[i];
           const int b = topo_.first_rank(part.node) + order[(i + 1) % order.size()];
-          append(all, router_.route(a, b, label_of(i, 0, 9)));
+          const hw::Path p = router_.route(a, b, label_of(i, 0, 9));
+          step = std::max(step, router_.latency(p));
+          append(all, p);
         }
-        const Transport intra = intra_transport(lay);
-        const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead +
-                         step_latency(Algo::ring, proto, intra, true) * (k - 1);
+        const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead + step * (k - 1);
         const double factor = bandwidth_factor(Algo::ring, proto, scatter ? CollOp::reducescatter : CollOp::allgather, true);
         ph.groups.push_back(FlowGroup{to_uses(all), scaled(static_cast<double>(k - 1) / k * s, factor), lat});
       }
@@ -616,8 +654,7 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bo
   plan.phases.push_back(intra_phase(true));
   Phase inter;
   inter.what = "inter-node all-reduce per local GPU";
-  const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead +
-                   step_latency(Algo::ring, proto, Transport::net, true) * (2 * (m - 1));
+  const Time net_step = step_latency(Algo::ring, proto, Transport::net, true);
   const double factor = bandwidth_factor(Algo::ring, proto, CollOp::allreduce, true);
   for (int j = 0; j < g; ++j) {
     std::vector<int> ring;
@@ -627,7 +664,13 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bo
     const int r = static_cast<int>(ring.size());
     if (r < 2) continue;
     hw::Path all;
-    for (int i = 0; i < r; ++i) append(all, router_.route(ring[static_cast<std::size_t>(i)], ring[static_cast<std::size_t>((i + 1) % r)], label_of(j, i, 10)));
+    Time step = net_step;
+    for (int i = 0; i < r; ++i) {
+      const hw::Path p = router_.route(ring[static_cast<std::size_t>(i)], ring[static_cast<std::size_t>((i + 1) % r)], label_of(j, i, 10));
+      step = std::max(step, router_.latency(p));
+      append(all, p);
+    }
+    const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead + step * (2 * (r - 1));
     const double shard = s / std::max(1, g);
     inter.groups.push_back(FlowGroup{to_uses(all), scaled(2.0 * (r - 1) / r * shard, factor), lat});
   }
@@ -651,7 +694,7 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
       const bool cross = topo_.node_of(a) != topo_.node_of(b);
       const hw::Path p = router_.route(a, b, label_of(i, 0, 11));
       ph.groups.push_back(FlowGroup{to_uses(p), scaled(size.as_double(), factor),
-                                    base + step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode)});
+                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode), router_.latency(p))});
     }
   } else {
     // All-to-all: every rank sends S/n to every other rank; one coupled group per sender.
@@ -660,14 +703,17 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
       const int a = lay.ranks[static_cast<std::size_t>(i)];
       hw::Path all;
       bool cross = false;
+      Time path_lat = Time::zero();
       for (int j = 0; j < n; ++j) {
         if (j == i) continue;
         const int b = lay.ranks[static_cast<std::size_t>(j)];
         cross = cross || topo_.node_of(a) != topo_.node_of(b);
-        append(all, router_.route(a, b, label_of(i, j, 12)));
+        const hw::Path p = router_.route(a, b, label_of(i, j, 12));
+        path_lat = std::max(path_lat, router_.latency(p));
+        append(all, p);
       }
       ph.groups.push_back(FlowGroup{to_uses(all), scaled(size.as_double() / n, factor),
-                                    base + step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode)});
+                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode), path_lat)});
     }
   }
   plan.channels = 1;
@@ -736,6 +782,10 @@ void execute(FlowNetwork& net, std::shared_ptr<const Plan> plan, std::function<v
   st->plan = std::move(plan);
   st->done = std::move(done);
   start_phase(st);
+}
+
+Time nccl_tests_iteration(Time collective, int gpus_per_thread, const CommParams& params) {
+  return std::max(collective, params.launch_overhead * std::max(1, gpus_per_thread));
 }
 
 Time simulate_alone(const hw::Topology& topo, const Plan& plan, std::string_view sharing) {

@@ -129,6 +129,13 @@ inline void execute(FlowNetwork& net, const Plan& plan, std::function<void()> do
   execute(net, std::make_shared<const Plan>(plan), std::move(done));
 }
 
+// One iteration of an nccl-tests loop whose host thread drives `gpus_per_thread` GPUs (its -g
+// option; 1 with one process per GPU): the host launches the collective on each of them in turn,
+// and the launches of later iterations overlap the GPU work of earlier ones, so an iteration takes
+// the longer of the collective and the host's launches (nccl-tests src/common.cu times `iters`
+// back-to-back calls and divides).
+Time nccl_tests_iteration(Time collective, int gpus_per_thread, const CommParams& params);
+
 // Simulates `plan` alone on a fresh network of `topo` and returns how long it took.
 Time simulate_alone(const hw::Topology& topo, const Plan& plan, std::string_view sharing = "max-min");
 

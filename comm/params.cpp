@@ -58,21 +58,21 @@ const StepLatency& CommParams::lat(Algo a, Protocol p) const { return latency[al
 StepLatency& CommParams::lat(Algo a, Protocol p) { return latency[algo_index(a)][static_cast<std::size_t>(p)]; }
 
 CommParams CommParams::nccl_defaults() {
-  // NCCL v2.9 src/graph/tuning.cc: baseLat and hwLat (us), per {LL, LL128, Simple}.
-  //   baseLat Tree {4.4, 4.4, 0}, Ring {3.6, 10.0, 8.4}
-  //   hwLat NVLink: Tree {.52, 1.2, 28}, Ring {.47, 1.9, 3.4}
-  //         PCI:    Tree {1.0, 1.9, 28},  Ring {1.0, 2.5, 5.7}
-  //         NET:    Tree {5.0, 8.5, 50},  Ring {2.7, 4.0, 9.6}
+  // NCCL v2.18.5 src/graph/tuning.cc: baseLat and hwLat (us), per {LL, LL128, Simple}.
+  //   baseLat Tree {6.8, 14.0, 0}, Ring {6.6, 14.0, 8.4}
+  //   hwLat NVLink: Tree {.6, 1.25, 4},  Ring {.6, 1.9, 3.4}
+  //         PCI:    Tree {1.0, 1.9, 6},  Ring {1.0, 2.5, 5.7}
+  //         NET:    Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}
   CommParams p;
   auto set = [&](Algo a, Protocol pr, double base, double nvl, double pci, double net) {
     p.lat(a, pr) = StepLatency{us(base), {us(nvl), us(pci), us(net)}};
   };
-  set(Algo::ring, Protocol::ll, 3.6, 0.47, 1.0, 2.7);
-  set(Algo::ring, Protocol::ll128, 10.0, 1.9, 2.5, 4.0);
-  set(Algo::ring, Protocol::simple, 8.4, 3.4, 5.7, 9.6);
-  set(Algo::tree, Protocol::ll, 4.4, 0.52, 1.0, 5.0);
-  set(Algo::tree, Protocol::ll128, 4.4, 1.2, 1.9, 8.5);
-  set(Algo::tree, Protocol::simple, 0.0, 28, 28, 50);
+  set(Algo::ring, Protocol::ll, 6.6, 0.6, 1.0, 2.7);
+  set(Algo::ring, Protocol::ll128, 14.0, 1.9, 2.5, 4.0);
+  set(Algo::ring, Protocol::simple, 8.4, 3.4, 5.7, 14.0);
+  set(Algo::tree, Protocol::ll, 6.8, 0.6, 1.0, 5.0);
+  set(Algo::tree, Protocol::ll128, 14.0, 1.25, 1.9, 8.5);
+  set(Algo::tree, Protocol::simple, 0.0, 4.0, 6.0, 14.0);
   return p;
 }
 
@@ -97,7 +97,7 @@ Status set_fraction(double& d, std::string_view v) {
 
 std::vector<ParamInfo> build_table() {
   std::vector<ParamInfo> t;
-  const std::string nccl = "NCCL v2.9 src/graph/tuning.cc (baseLat/hwLat)";
+  const std::string nccl = "NCCL v2.18.5 src/graph/tuning.cc (baseLat/hwLat)";
   for (Algo a : {Algo::ring, Algo::tree}) {
     for (Protocol p : kAllProtocols) {
       const std::string prefix = fmt::format("{}.{}", to_string(a), to_string(p));
@@ -121,29 +121,39 @@ std::vector<ParamInfo> build_table() {
                           [m](const CommParams& c) { return fmt::format("{:.4g}", c.*m); },
                           [m](CommParams& c, std::string_view v) { return set_fraction(c.*m, v); }});
   };
-  const std::string refine = "NCCL v2.9 src/graph/tuning.cc (model refinements)";
+  const std::string refine = "NCCL v2.18.5 src/graph/tuning.cc (model refinements)";
   fraction("ring.LL.bandwidth_factor.allreduce", &CommParams::ring_ll_allreduce, "bus bandwidth fraction of ring LL for all-reduce (and multi-node)", refine);
   fraction("ring.LL.bandwidth_factor.other", &CommParams::ring_ll_other, "bus bandwidth fraction of ring LL for other collectives in one node", refine);
   fraction("ring.LL128.bandwidth_factor", &CommParams::ring_ll128, "bus bandwidth fraction of ring LL128 (120 of 128 bytes are data)", refine);
   fraction("tree.Simple.bandwidth_factor", &CommParams::tree_simple, "bus bandwidth fraction of tree Simple", refine);
   fraction("tree.LL.bandwidth_factor", &CommParams::tree_ll, "bus bandwidth fraction of tree LL", refine);
-  fraction("tree.LL128.bandwidth_factor", &CommParams::tree_ll128, "bus bandwidth fraction of tree LL128", refine);
-  t.push_back(ParamInfo{"LL.multinode_intra_latency_factor", "factor",
-                        "multiplier of intra-node LL step latency on multi-node communicators", refine,
-                        [](const CommParams& c) { return fmt::format("{:.4g}", c.ll_multinode_intra_factor); },
+  fraction("tree.LL128.bandwidth_factor", &CommParams::tree_ll128, "bus bandwidth fraction of tree LL128 on one node (0.92 x 7/9)", refine);
+  fraction("tree.LL128.bandwidth_factor.multinode", &CommParams::tree_ll128_multinode,
+           "bus bandwidth fraction of tree LL128 across nodes (0.92 x 120/128)", refine);
+  t.push_back(ParamInfo{"LL.max_busbw", "GB/s", "ceiling of the LL protocol's bus bandwidth on one node (Ampere, Hopper)",
+                        "NCCL v2.18.5 src/graph/tuning.cc (llMaxBws)",
+                        [](const CommParams& c) { return fmt::format("{:.4g}", c.ll_max_busbw_GBps); },
                         [](CommParams& c, std::string_view v) {
                           double x = 0;
                           auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-                          if (ec != std::errc() || ptr != v.data() + v.size() || !(x >= 1) || x > 100) {
-                            return Status(Error(fmt::format("'{}' is not a factor between 1 and 100", v)));
+                          if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > 1e6) {
+                            return Status(Error(fmt::format("'{}' is not a bandwidth in GB/s above 0", v)));
                           }
-                          c.ll_multinode_intra_factor = x;
+                          c.ll_max_busbw_GBps = x;
                           return Status();
                         }});
+  t.push_back(ParamInfo{"net_overhead", "time", "host cost of posting one network operation; floor of a multi-node ring's intra-node step (x3 with Simple)",
+                        "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)",
+                        [](const CommParams& c) { return to_string(c.net_overhead); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.net_overhead, v); }});
   t.push_back(ParamInfo{"nvls.latency", "time", "fixed latency of one NVLink SHARP all-reduce",
-                        "fit: Azure ND H100 v5 nccl-tests, 8 GPUs, NVLS, 1-64 KiB take 25-42 us (data/published/)",
+                        "NCCL v2.18.5 src/graph/tuning.cc (baseLat NVLS 23 us)",
                         [](const CommParams& c) { return to_string(c.nvls_latency); },
                         [](CommParams& c, std::string_view v) { return set_time(c.nvls_latency, v); }});
+  t.push_back(ParamInfo{"nvls.net_latency", "time", "added latency of NVLS across nodes, per inter-node step",
+                        "NCCL v2.18.5 src/graph/tuning.cc (hwLat NET NVLS 18 us)",
+                        [](const CommParams& c) { return to_string(c.nvls_net_latency); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.nvls_net_latency, v); }});
   fraction("nvls.efficiency", &CommParams::nvls_efficiency,
            "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth",
            "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82");
@@ -159,6 +169,11 @@ std::vector<ParamInfo> build_table() {
   t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",
                         "default 0; calibration fits it", [](const CommParams& c) { return to_string(c.call_overhead); },
                         [](CommParams& c, std::string_view v) { return set_time(c.call_overhead, v); }});
+  t.push_back(ParamInfo{"launch_overhead", "time",
+                        "host time to enqueue and launch one collective on one GPU; bounds nccl-tests iterations with -g N from below (N x this)",
+                        "nccl-tests#123: DGX A100, 8 bytes, one channel, -g 4 and -g 8 take 16.9 and 33.7 us = 4.2 us per GPU",
+                        [](const CommParams& c) { return to_string(c.launch_overhead); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.launch_overhead, v); }});
   return t;
 }
 

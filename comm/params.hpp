@@ -39,21 +39,31 @@ struct CommParams {
   // [ring, tree][ll, ll128, simple]
   std::array<std::array<StepLatency, 3>, 2> latency;
   // Fraction of the bus bandwidth each protocol achieves (NCCL's model refinements).
+  // NCCL v2.18.5 src/graph/tuning.cc, "model refinements".
   double ring_ll_allreduce = 0.25;
   double ring_ll_other = 1.0 / 3.0;
   double ring_ll128 = 0.92;
-  double tree_simple = 0.9;
-  double tree_ll = 0.9 / 3.8;
-  double tree_ll128 = 0.9 * 0.915;
-  // NCCL multiplies intra-node LL step latency by this on multi-node communicators.
-  double ll_multinode_intra_factor = 1.8;
-  // NVLink SHARP (in-switch reduction).
+  double tree_simple = 0.92;
+  double tree_ll = 0.92 / 3.8;
+  double tree_ll128 = 0.92 * 7.0 / 9.0;           // one node (NCCL: 7/9)
+  double tree_ll128_multinode = 0.92 * 120.0 / 128.0;  // several nodes (NCCL: 120/128)
+  // LL's bus bandwidth ceiling on one node of Ampere or Hopper GPUs (NCCL llMaxBws, GB/s).
+  double ll_max_busbw_GBps = 87.7;
+  // Host cost of posting one network operation (NCCL getNetOverhead: 1 us on Intel CPUs, 2 us on
+  // AMD); a multi-node ring's intra-node step is never faster, and Simple pays it three times.
+  Time net_overhead = Time::us(1);
+  // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS, and hwLat NET for NVLS across nodes.
   Time nvls_latency = Time::us(23);
+  Time nvls_net_latency = Time::us(18);
   double nvls_efficiency = 0.835;  // of the link's effective (ring) bandwidth
   // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
   Bytes pipeline_chunk = Bytes::KiB(512);
   // Host-side cost per collective call (launch, enqueue), added to every collective.
   Time call_overhead = Time::zero();
+  // Host time to enqueue and launch one collective on one GPU (NCCL enqueue + cudaLaunchKernel).
+  // It overlaps the GPU work of earlier calls, so it only shows when one host thread drives
+  // several GPUs (nccl-tests -g N: N launches per iteration) or the kernels are shorter than it.
+  Time launch_overhead = Time::from_seconds(4.2e-6);
 
   static CommParams nccl_defaults();
   const StepLatency& lat(Algo a, Protocol p) const;

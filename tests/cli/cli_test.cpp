@@ -188,3 +188,91 @@ TEST(Cli, EveryClusterPresetRuns) {
 }
 
 }  // namespace
+
+// dtsim collective --compare LOG: the log's own figures beside dtsim's, with the error per size.
+namespace compare {
+
+const std::string kLog = std::string(DTSIM_SOURCE_DIR) + "/data/calibration/published/all_reduce_perf-a100.log";
+
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::istringstream ls(line);
+    std::string cell;
+    while (std::getline(ls, cell, ',')) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+TEST(CliCompare, PrintsBothCurvesAndTheErrorPerSize) {
+  const std::string dir = temp("compare-report");
+  const Result r = run("collective --cluster dgx-a100-80g --compare " + kLog + " --gpus-per-thread 8 --report " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 8 GPUs (1 node), in-place column, 8 GPUs per nccl-tests thread"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("median |error|"), std::string::npos) << r.out;
+  // The CSV: one row per size of the log (24, 1 KiB to 8 GiB); the measured bus bandwidth is the
+  // log's own (busbw = size / time x 2(n-1)/n), and the error is (dtsim - measured) / measured
+  // bus bandwidth.
+  const auto rows = csv_rows(slurp(dir + "/compare.csv"));
+  ASSERT_EQ(rows.size(), 25u);
+  EXPECT_EQ(rows[0][0], "bytes");
+  EXPECT_EQ(rows[1][0], "1024");
+  EXPECT_EQ(rows[24][0], "8589934592");
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const double bytes = std::stod(rows[i][0]), meas_us = std::stod(rows[i][1]), sim_us = std::stod(rows[i][2]);
+    const double meas_bw = std::stod(rows[i][3]), sim_bw = std::stod(rows[i][4]), err = std::stod(rows[i][5]);
+    EXPECT_NEAR(meas_bw, bytes / (meas_us * 1e-6) * 1e-9 * 2 * 7 / 8, 1e-3 * meas_bw) << i;
+    EXPECT_NEAR(sim_bw, bytes / (sim_us * 1e-6) * 1e-9 * 2 * 7 / 8, 1e-3 * sim_bw) << i;
+    // busbw is proportional to 1 / time, so the error is measured time / simulated time - 1.
+    EXPECT_NEAR(err, meas_us / sim_us - 1, 1e-4) << i;
+    // One thread launched 8 kernels per iteration: never under 8 launches of the default 4.2 us.
+    EXPECT_GE(sim_us, 8 * 4.2 - 1e-3) << i;
+  }
+  const std::string svg = slurp(dir + "/compare.svg");
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("measured"), std::string::npos);
+  EXPECT_NE(slurp(dir + "/compare.md").find("| 8 GiB |"), std::string::npos);
+}
+
+TEST(CliCompare, RefusesWhatItCannotCompare) {
+  Result r = run("collective --cluster dgx-a100-80g --compare " + temp("no-such.log"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no-such.log"), std::string::npos) << r.out;
+  // More ranks in the log than GPUs in the cluster.
+  r = run("collective --cluster dgx-a100-80g --gpus-per-node 4 --compare " + kLog);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the log ran on 8 GPUs but the cluster has 4"), std::string::npos) << r.out;
+  r = run("collective --cluster dgx-a100-80g --report " + temp("r"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--report draws a comparison: it needs --compare LOG"), std::string::npos) << r.out;
+}
+
+}  // namespace compare
+
+// Issue 18 item 2: a NIC latency must reach step times. Two DGX H100 with FSDP gather and
+// reduce-scatter across the two nodes every layer; each such collective crosses the network at
+// least twice (out and back), so a 10 ms adapter latency adds at least 2 x 20 ms to the step.
+namespace latency {
+
+double step_time(const std::string& out) {
+  const auto at = out.find("step time");
+  if (at == std::string::npos) return -1;
+  return std::stod(out.substr(out.find_first_of("0123456789", at)));
+}
+
+TEST(CliLatency, ANicLatencyShowsInTheStepTime) {
+  const std::string ex = std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama2-7b-fsdp.yaml";
+  const Result base = run("simulate " + ex);
+  const Result slow = run("simulate " + ex + " --set simulation.links.ib-ndr.latency=10ms");
+  ASSERT_EQ(base.code, 0) << base.out;
+  ASSERT_EQ(slow.code, 0) << slow.out;
+  const double a = step_time(base.out), b = step_time(slow.out);
+  ASSERT_GT(a, 0) << base.out;
+  EXPECT_GE(b, a + 2 * 20e-3) << base.out << slow.out;
+}
+
+}  // namespace latency

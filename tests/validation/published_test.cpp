@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
+#include "calibrate/log_compare.hpp"
 #include "calibrate/published.hpp"
 #include "config/hardware.hpp"
 
@@ -54,6 +56,61 @@ TEST(PublishedNccl, RingOnH100ReachesTheMaintainersFigure) {
   calibrate::PublishedBusbw p{"maintainer", "H100", 8, "", "ring", std::int64_t{8} << 30, 370.0};
   const auto c = calibrate::predict_allreduce(*topo, comm::CommParams::nccl_defaults(), {p}, comm::Algo::ring);
   EXPECT_NEAR(c[0].predicted_GBps, 370.0, 0.03 * 370.0);
+}
+
+// Azure ran nccl-tests with one thread driving all 8 GPUs (-g 8; Benchmarks/NVIDIA/NCCLBandwidth.py
+// in the guide), so below 64 KiB an iteration is 8 host launches (comm.launch_overhead, read from
+// nccl-tests#123, not from these curves). H100: within 25% (the target); A100: its AMD
+// host launches more slowly than the DGX A100 of #123, within 35% (docs/validation.md).
+TEST(PublishedNccl, SmallMessagesAreBoundByTheHostsLaunches) {
+  auto rows = calibrate::read_published_busbw(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-allreduce-8gpu-published.csv");
+  ASSERT_TRUE(rows.ok());
+  for (const auto& [system, preset, algo, bound] :
+       {std::tuple{"azure-nd-h100-v5", "dgx-h100", std::optional<comm::Algo>(comm::Algo::nvls), 0.25},
+        std::tuple{"azure-nd-a100-v4", "dgx-a100-80g", std::optional<comm::Algo>(), 0.35}}) {
+    std::vector<calibrate::PublishedBusbw> mine;
+    for (const auto& r : *rows) {
+      if (r.system == system && r.bytes < (std::int64_t{64} << 10)) mine.push_back(r);
+    }
+    ASSERT_FALSE(mine.empty());
+    EXPECT_EQ(calibrate::published_gpus_per_thread(mine[0]), 8);
+    config::LoadContext ctx;
+    auto spec = config::load_cluster(config::ClusterRequest{preset, 1, std::nullopt}, ctx);
+    auto topo = hw::Topology::build(*spec);
+    for (const auto& c : calibrate::predict_allreduce(*topo, comm::CommParams::nccl_defaults(), mine, algo, 8)) {
+      EXPECT_LT(std::fabs(c.error()), bound) << system << " " << c.bytes;
+    }
+  }
+}
+
+// Other published logs (data/published/nccl-tests/): a single H100 node with NCCL's default
+// algorithm (NVLS) from 1 GiB, and 4 HGX A100 nodes over InfiniBand (with SHARP, which dtsim does
+// not model: dtsim is 15-18% optimistic there, docs/validation.md).
+calibrate::LogComparison compare_log(const char* log, const char* preset, int nodes, std::optional<int> gpus) {
+  auto parsed = calibrate::read_nccl_tests(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-tests/" + log);
+  EXPECT_TRUE(parsed.ok()) << (parsed.ok() ? "" : parsed.error().message);
+  config::LoadContext ctx;
+  auto spec = config::load_cluster(config::ClusterRequest{preset, nodes, std::nullopt}, ctx);
+  auto topo = hw::Topology::build(*spec);
+  calibrate::LogCompareOptions opt;
+  opt.gpus = gpus;
+  auto c = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *parsed, opt);
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
+  return *c;
+}
+
+TEST(PublishedNccl, OtherSystemsLargeMessages) {
+  const auto h100 = compare_log("all_reduce_perf-1x-h100-default.log", "dgx-h100", 1, std::nullopt);
+  EXPECT_EQ(h100.gpus, 8);
+  EXPECT_EQ(h100.gpus_per_thread, 8);
+  for (const auto& p : h100.points) {
+    if (p.bytes >= (std::int64_t{1} << 30)) {
+      EXPECT_LT(std::fabs(p.error()), 0.05) << p.bytes;
+    }
+  }
+  const auto a100 = compare_log("all_reduce_perf-4x-a100-ib-sharp.log", "dgx-a100-80g", 4, 32);
+  EXPECT_EQ(a100.points.size(), 5u);
+  for (const auto& p : a100.points) EXPECT_LT(std::fabs(p.error()), 0.20) << p.bytes;
 }
 
 TEST(PublishedNccl, CsvErrorsNameFileAndLine) {

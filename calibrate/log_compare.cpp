@@ -1,0 +1,103 @@
+#include "calibrate/log_compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace dtsim::calibrate {
+
+namespace {
+
+std::vector<double> abs_errors(const std::vector<LogComparePoint>& points, std::int64_t min_bytes) {
+  std::vector<double> e;
+  for (const auto& p : points) {
+    if (p.bytes >= min_bytes) e.push_back(std::fabs(p.error()));
+  }
+  return e;
+}
+
+}  // namespace
+
+double median_abs_error(const std::vector<LogComparePoint>& points, std::int64_t min_bytes) {
+  std::vector<double> e = abs_errors(points, min_bytes);
+  if (e.empty()) return 0;
+  std::sort(e.begin(), e.end());
+  const std::size_t m = e.size() / 2;
+  return e.size() % 2 == 1 ? e[m] : (e[m - 1] + e[m]) / 2;
+}
+
+double max_abs_error(const std::vector<LogComparePoint>& points, std::int64_t min_bytes) {
+  const std::vector<double> e = abs_errors(points, min_bytes);
+  return e.empty() ? 0 : *std::max_element(e.begin(), e.end());
+}
+
+Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommParams& params, const NcclTestsLog& log,
+                                    const LogCompareOptions& opt) {
+  const NcclTestsTable* table = nullptr;
+  for (const auto& t : log.tables) {
+    if (!opt.op || t.op == opt.op) {
+      table = &t;
+      break;
+    }
+  }
+  if (!table) {
+    return Error(fmt::format("{}: no {} table in the log", log.path, opt.op ? to_string(*opt.op) : "collective"), "compare");
+  }
+  if (!table->op) {
+    return Error(fmt::format("{}:{}: the log does not say which collective it measured (name the file after the nccl-tests binary, "
+                             "e.g. all_reduce_perf.log)",
+                             log.path, table->first_line),
+                 "compare");
+  }
+  LogComparison out;
+  out.log = log.path;
+  out.op = *table->op;
+  const int logged = log.ranks_count() > 0 ? log.ranks_count() : std::max(0, log.nthread) * std::max(0, log.ngpus);
+  out.gpus = opt.gpus.value_or(logged);
+  if (out.gpus < 1) {
+    return Error(fmt::format("{}: the log names no ranks and no nThread/nGpus; give the GPU count with --gpus", log.path), "gpus");
+  }
+  if (out.gpus > topo.gpus()) {
+    return Error(fmt::format("{}: the log ran on {} GPUs but the cluster has {} (give a larger cluster, or --gpus)", log.path, out.gpus,
+                             topo.gpus()),
+                 "gpus");
+  }
+  out.nodes = log.nodes_count();
+  out.gpus_per_thread = opt.gpus_per_thread.value_or(log.ngpus > 0 ? log.ngpus : 1);
+  if (out.gpus_per_thread < 1) return Error("--gpus-per-thread must be at least 1", "gpus-per-thread");
+
+  // The in-place column when the log has it (nccl-tests' headline figures), else out-of-place.
+  out.in_place = std::any_of(table->rows.begin(), table->rows.end(), [](const NcclTestsRow& r) { return r.in_place.time_us.has_value(); });
+  hw::Router router(topo);
+  comm::Planner planner(topo, router, params);
+  std::vector<int> ranks(static_cast<std::size_t>(out.gpus));
+  for (int i = 0; i < out.gpus; ++i) ranks[static_cast<std::size_t>(i)] = i;
+  for (const NcclTestsRow& row : table->rows) {
+    const NcclTestsFigures& f = out.in_place ? row.in_place : row.out_of_place;
+    if (!f.time_us || *f.time_us <= 0 || row.bytes <= 0) continue;  // N/A, or a size-0 row
+    comm::CollectiveRequest req;
+    req.op = out.op;
+    req.size = Bytes(row.bytes);
+    req.ranks = ranks;
+    req.root = std::clamp(row.root, 0, out.gpus - 1);
+    req.algo = opt.algo;
+    req.protocol = opt.protocol;
+    auto plan = planner.plan(req);
+    if (!plan) return Error(fmt::format("{}:{}: {}", log.path, row.line, plan.error().message), plan.error().field);
+    const Time t = comm::nccl_tests_iteration(comm::simulate_alone(topo, *plan, opt.sharing), out.gpus_per_thread, params);
+    LogComparePoint p;
+    p.bytes = row.bytes;
+    p.measured_us = *f.time_us;
+    p.simulated_us = t.microseconds();
+    p.measured_busbw_GBps = busbw_GBps(out.op, out.gpus, static_cast<double>(row.bytes), *f.time_us * 1e-6);
+    p.simulated_busbw_GBps = busbw_GBps(out.op, out.gpus, static_cast<double>(row.bytes), t.seconds());
+    p.algo = fmt::format("{}/{}", comm::to_string(plan->algo), comm::to_string(plan->protocol));
+    p.channels = plan->channels;
+    out.points.push_back(std::move(p));
+  }
+  if (out.points.empty()) return Error(fmt::format("{}: no row of the log has a measured time", log.path), "compare");
+  return out;
+}
+
+}  // namespace dtsim::calibrate
