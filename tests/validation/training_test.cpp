@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "config/simulate_loader.hpp"
@@ -56,14 +57,22 @@ TEST(PublishedTraining, Llama3_405BWithinFifteenPercent) {
 }
 
 
-// ResNet-50 against NVIDIA's published PyTorch throughput. Without a loader described (the
-// published runs used PyTorch's DataLoader), dtsim predicts the GPUs' rate. docs/validation.md
-// tabulates all eight rows; this guards what the compute model is meant to get right: mixed
-// precision on one GPU within 10%, and the 8-GPU runs no slower than published (the published
-// 8-GPU runs also wait for their data loaders, which these configurations leave out).
-TEST(PublishedTraining, ResNet50MixedPrecision) {
+// ResNet-50 against NVIDIA's published PyTorch throughput: held-out (no default constant was
+// derived from these runs; data/registry.yaml). Without a loader described (the published runs
+// used PyTorch's DataLoader), dtsim predicts the GPUs' rate. Stated tolerances, per kind of row:
+//  - mixed precision, one GPU: within 10% (the compute model's claim for fp16 with data behind
+//    its GEMM efficiency);
+//  - mixed precision, 8 GPUs: between the published 8-GPU rate (a left-out loader can only slow
+//    the real run down) and perfect scaling of the published 1-GPU rate plus the 10% above;
+//  - TF32 and FP32: within a factor of 2, because their GEMM efficiencies (0.8, 0.85) are
+//    assumptions with no dataset behind them (docs/validation.md).
+constexpr double kMixedOneGpuTolerance = 0.10;
+constexpr double kAssumedEfficiencyFactor = 2.0;
+
+TEST(PublishedTraining, ResNet50) {
   std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/data/published/cnn-throughput-published.csv");
   std::string line;
+  std::map<std::string, double> one_gpu_published;  // node -> fp16 1-GPU images/s
   int checked = 0;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#' || line.rfind("system,", 0) == 0) continue;
@@ -81,17 +90,22 @@ TEST(PublishedTraining, ResNet50MixedPrecision) {
     ASSERT_TRUE(topo.ok());
     auto res = workloads::simulate_step(*topo, cfg->inputs);
     ASSERT_TRUE(res.ok()) << res.error().to_string();
+    EXPECT_TRUE(res->fits) << line << ": " << res->memory_note;
     const double published = std::stod(f[5]);
-    if (f[3] == "fp16" && gpus == 1) {
-      EXPECT_LT(std::fabs(res->samples_per_s / published - 1), 0.10) << line << ": " << res->samples_per_s;
-      ++checked;
+    const double predicted = res->samples_per_s;
+    if (f[3] != "fp16") {
+      EXPECT_LT(std::fabs(std::log(predicted / published)), std::log(kAssumedEfficiencyFactor)) << line << ": " << predicted;
+    } else if (gpus == 1) {
+      EXPECT_LT(std::fabs(predicted / published - 1), kMixedOneGpuTolerance) << line << ": " << predicted;
+      one_gpu_published[f[1]] = published;
+    } else {
+      ASSERT_TRUE(one_gpu_published.count(f[1])) << "the CSV lists each system's 1-GPU row before its 8-GPU row";
+      EXPECT_GT(predicted, published) << line;
+      EXPECT_LT(predicted, gpus * one_gpu_published[f[1]] * (1 + kMixedOneGpuTolerance)) << line;
     }
-    if (f[3] == "fp16" && gpus == 8) {
-      EXPECT_GT(res->samples_per_s, published) << line;
-      ++checked;
-    }
+    ++checked;
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 8);
 }
 
 }  // namespace
