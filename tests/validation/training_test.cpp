@@ -36,26 +36,54 @@ std::vector<Row> rows() {
   return out;
 }
 
-TEST(PublishedTraining, Llama3_405BWithinFifteenPercent) {
-  const auto rs = rows();
-  ASSERT_EQ(rs.size(), 3u);
-  // The two 8K-context rows (the 128K one takes 20 s to simulate; it is in docs/validation.md).
-  for (const Row& r : {rs[0], rs[1]}) {
-    const std::vector<std::string> sets = {
-        "cluster.nodes=" + std::to_string(r.gpus / 8), "parallel.tp=" + std::to_string(r.tp), "parallel.cp=" + std::to_string(r.cp),
-        "parallel.pp=" + std::to_string(r.pp), "parallel.dp=" + std::to_string(r.dp), "training.seq_len=" + std::to_string(r.seq),
-        "training.global_batch=" + std::to_string(r.batch)};
-    config::LoadContext ctx;
-    auto cfg = config::load_simulate_config(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama3-405b-16k.yaml", sets, ctx);
-    ASSERT_TRUE(cfg.has_value()) << ctx.diagnostics.to_string();
-    auto topo = hw::Topology::build(cfg->cluster);
-    ASSERT_TRUE(topo.ok());
-    auto res = workloads::simulate_step(*topo, cfg->inputs);
-    ASSERT_TRUE(res.ok()) << res.error().to_string();
-    EXPECT_LT(std::fabs(res->tflops_per_gpu / r.tflops - 1), 0.15) << r.gpus << " GPUs: " << res->tflops_per_gpu;
-  }
+workloads::StepResult simulate_row(const Row& r, const std::string& recompute) {
+  const std::vector<std::string> sets = {
+      "cluster.nodes=" + std::to_string(r.gpus / 8), "parallel.tp=" + std::to_string(r.tp), "parallel.cp=" + std::to_string(r.cp),
+      "parallel.pp=" + std::to_string(r.pp), "parallel.dp=" + std::to_string(r.dp), "training.seq_len=" + std::to_string(r.seq),
+      "training.global_batch=" + std::to_string(r.batch), "training.recompute=" + recompute};
+  config::LoadContext ctx;
+  auto cfg = config::load_simulate_config(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama3-405b-16k.yaml", sets, ctx);
+  EXPECT_TRUE(cfg.has_value()) << ctx.diagnostics.to_string();
+  if (!cfg) return {};
+  auto topo = hw::Topology::build(cfg->cluster);
+  EXPECT_TRUE(topo.ok());
+  if (!topo) return {};
+  auto res = workloads::simulate_step(*topo, cfg->inputs);
+  EXPECT_TRUE(res.ok()) << res.error().to_string();
+  return res.ok() ? *res : workloads::StepResult{};
 }
 
+// Held-out: no default constant was derived from Meta's runs (data/registry.yaml). Stated
+// tolerance: throughput within 15% (the step model's claim at scale, with a different fabric:
+// dtsim uses InfiniBand, Meta RoCE).
+//
+// Memory. Meta does not say how these layouts fit in 80 GiB. Without recomputation they cannot,
+// by Korthikanti et al. (MLSys 2023, section 4): with sequence parallelism and fused attention a
+// transformer layer keeps 34 s b h / t bytes of activations per micro-batch, and in 1F1B the first
+// stage holds pp micro-batches of its L / pp layers, so at least L x 34 s b h / t bytes (67 GiB
+// for 405B at 8K context, TP 8), besides 6 GiB of bf16 weights, 12 GiB of fp32 gradients
+// (Megatron accumulates in fp32), optimizer shards and the CUDA context: over 80 GiB. So the throughput
+// is compared for the layout as published without recomputation (whose extra third of forward
+// compute Meta's figure does not show), and the memory checks are: dtsim's activations at least
+// that closed form, dtsim finds the layout over 80 GiB, and with full recomputation it fits
+// (Meta did run it). The 128K-context row is in docs/validation.md (dtsim-compare-published)
+// but not here: it takes 20 s to simulate.
+constexpr double kThroughputTolerance = 0.15;
+
+TEST(PublishedTraining, Llama3_405B) {
+  const auto rs = rows();
+  ASSERT_EQ(rs.size(), 3u);
+  const double layers = 126, hidden = 16384;  // presets/models/llama3-405b.yaml
+  for (const Row& r : {rs[0], rs[1]}) {
+    const workloads::StepResult none = simulate_row(r, "none");
+    EXPECT_LT(std::fabs(none.tflops_per_gpu / r.tflops - 1), kThroughputTolerance) << r.gpus << " GPUs: " << none.tflops_per_gpu;
+    const double korthikanti = layers * 34.0 * static_cast<double>(r.seq) * 1 * hidden / r.tp;  // micro-batch 1
+    EXPECT_GE(none.peak_memory.activations, korthikanti) << r.gpus << " GPUs";
+    EXPECT_FALSE(none.fits) << r.gpus << " GPUs: activations alone need " << korthikanti / (1 << 30) << " GiB";
+    const workloads::StepResult full = simulate_row(r, "full");
+    EXPECT_TRUE(full.fits) << r.gpus << " GPUs with full recomputation: " << full.memory_note;
+  }
+}
 
 // ResNet-50 against NVIDIA's published PyTorch throughput: held-out (no default constant was
 // derived from these runs; data/registry.yaml). Without a loader described (the published runs
