@@ -28,7 +28,9 @@ const char* const kBegin = "<!-- BEGIN dtsim-compare-published ";
 const char* const kEnd = "<!-- END dtsim-compare-published ";
 
 // Replaces each generated block of `text` with its section; names a block with no section.
-dtsim::Expected<std::string> fill(const std::string& text, const std::vector<Section>& sections, const std::string& file) {
+// `changed` gets the names of the blocks whose content differs.
+dtsim::Expected<std::string> fill(const std::string& text, const std::vector<Section>& sections, const std::string& file,
+                                  std::vector<std::string>& changed) {
   std::string out;
   std::size_t pos = 0;
   while (true) {
@@ -47,6 +49,7 @@ dtsim::Expected<std::string> fill(const std::string& text, const std::vector<Sec
     }
     if (s == nullptr) return dtsim::Error(fmt::format("{}: no generated table is called '{}'", file, name));
     const std::size_t body = text.find('\n', name_end) + 1;
+    if (text.compare(body, e - body, s->markdown) != 0) changed.push_back(name);
     out += text.substr(pos, body - pos);
     out += s->markdown;
     pos = e;
@@ -111,7 +114,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: %s: cannot be read or is empty\n", f.c_str());
       return 2;
     }
-    auto filled = fill(text, res.sections, f);
+    std::vector<std::string> changed;
+    auto filled = fill(text, res.sections, f, changed);
     if (!filled) {
       std::fprintf(stderr, "error: %s\n", filled.error().message.c_str());
       return 2;
@@ -124,7 +128,10 @@ int main(int argc, char** argv) {
       }
       std::printf("updated %s\n", f.c_str());
     } else {
-      std::fprintf(stderr, "%s: the generated accuracy tables are stale (the model or data changed since they were written).\n", f.c_str());
+      std::string names;
+      for (const auto& n : changed) names += (names.empty() ? "" : ", ") + n;
+      std::fprintf(stderr, "%s: generated accuracy tables are stale (the model or data changed since they were written): %s\n", f.c_str(),
+                   names.c_str());
       ++stale;
     }
   }
