@@ -10,6 +10,7 @@
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
 #include "config/profile.hpp"
+#include "config/registry.hpp"
 #include "hw/topology.hpp"
 #include "reports/collective_compare.hpp"
 #include "reports/collective_report.hpp"
@@ -56,11 +57,21 @@ std::string nccl_type_name(hw::DType d) {
 }
 
 int list_params() {
-  const comm::CommParams p = comm::CommParams::nccl_defaults();
-  std::printf("%-40s %-12s %s\n", "parameter", "default", "meaning (source)");
-  for (const auto& info : comm::comm_param_table()) {
-    std::printf("%-40s %-12s %s (%s)\n", ("comm." + info.name).c_str(), info.get(p).c_str(), info.help.c_str(), info.source.c_str());
+  // [data: ...] names the datasets of data/registry.yaml a default was derived from.
+  config::LoadContext rctx;
+  const auto reg = config::embedded_registry(rctx);
+  if (!reg) {
+    print_diagnostics(rctx.diagnostics);
+    return kExitFailure;
   }
+  const comm::CommParams p = comm::CommParams::nccl_defaults();
+  std::printf("%-40s %-12s %s\n", "parameter", "default", "meaning (source) [datasets it was derived from]");
+  for (const auto& info : comm::comm_param_table()) {
+    const std::string name = "comm." + info.name;
+    std::printf("%-40s %-12s %s (%s) [%s]\n", name.c_str(), info.get(p).c_str(), info.help.c_str(), info.source.c_str(),
+                config::data_sources_note(*reg, name).c_str());
+  }
+  config::print_preset_constants(*reg, "links.", stdout);
   return kExitOk;
 }
 

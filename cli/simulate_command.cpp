@@ -9,6 +9,7 @@
 #include "cli/errors.hpp"
 #include "cli/trace_command.hpp"
 #include "config/profile.hpp"
+#include "config/registry.hpp"
 #include "config/simulate_loader.hpp"
 #include "hw/topology.hpp"
 #include "reports/output.hpp"
@@ -31,10 +32,18 @@ struct Options {
 
 int run(const Options& o) {
   if (o.list_params) {
-    std::printf("%-44s %-12s %s\n", "parameter", "default", "meaning (source)");
-    for (const auto& [name, value, help] : config::simulate_param_list()) {
-      std::printf("%-44s %-12s %s\n", name.c_str(), value.c_str(), help.c_str());
+    // [data: ...] names the datasets of data/registry.yaml a default was derived from.
+    config::LoadContext rctx;
+    const auto reg = config::embedded_registry(rctx);
+    if (!reg) {
+      print_diagnostics(rctx.diagnostics);
+      return kExitFailure;
     }
+    std::printf("%-44s %-12s %s\n", "parameter", "default", "meaning (source) [datasets it was derived from]");
+    for (const auto& [name, value, help] : config::simulate_param_list()) {
+      std::printf("%-44s %-12s %s [%s]\n", name.c_str(), value.c_str(), help.c_str(), config::data_sources_note(*reg, name).c_str());
+    }
+    config::print_preset_constants(*reg, "links.", stdout);
     return kExitOk;
   }
   if (o.config.empty()) {

@@ -153,6 +153,16 @@ TEST(Cli, ListParamsShowsSources) {
   ASSERT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("comm.ring.Simple.base_latency"), std::string::npos);
   EXPECT_NE(r.out.find("tuning.cc"), std::string::npos);
+  // Each constant names the datasets of data/registry.yaml it was derived from.
+  EXPECT_NE(r.out.find("[data: azure-nd-h100-v5-allreduce]"), std::string::npos) << r.out;  // comm.nvls.latency
+  EXPECT_NE(r.out.find("links.nvlink3.efficiency"), std::string::npos) << r.out;
+  const Result s = run("simulate --list-params");
+  ASSERT_EQ(s.code, 0);
+  const auto line = s.out.find("compute.memory.efficiency");
+  ASSERT_NE(line, std::string::npos);
+  EXPECT_NE(s.out.substr(line, s.out.find('\n', line) - line).find("[data: azure-nd-h100-v5-hbm, azure-nd-a100-v4-hbm]"), std::string::npos)
+      << s.out;
+  EXPECT_NE(s.out.find("[data: none]"), std::string::npos);  // constants from NCCL's source, not data
 }
 
 TEST(Cli, SetOverridesAParameterAndRejectsUnknownOnes) {

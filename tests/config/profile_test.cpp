@@ -27,7 +27,7 @@ TEST(Profile, AppliesParametersAndLinkOverrides) {
                                    "  comm.ring.Simple.base_latency: 12 us\n"
                                    "  compute.gemm.efficiency.bf16: 0.75\n"
                                    "links:\n"
-                                   "  nvlink4: {efficiency: 0.8, latency: 0.25 us}\n"),
+                                   "  nvlink4: {efficiency: 0.7, latency: 0.25 us}\n"),
                         ctx);
   ASSERT_TRUE(p.has_value()) << ctx.diagnostics.to_string();
   workloads::StepInputs in;
@@ -35,10 +35,15 @@ TEST(Profile, AppliesParametersAndLinkOverrides) {
   EXPECT_EQ(in.comm.lat(comm::Algo::ring, comm::Protocol::simple).base, Time::us(12));
   EXPECT_DOUBLE_EQ(in.compute.efficiency(hw::DType::bf16), 0.75);
   auto cluster = load_cluster(ClusterRequest{"dgx-h100", 1, std::nullopt}, ctx);
+  const auto untouched = load_cluster(ClusterRequest{"dgx-h100", 1, std::nullopt}, ctx);
+  // The profile's nvlink4 efficiency (0.7) differs from the preset's pcie5 value (0.80), so a leak
+  // of the override into the node's other link types would show below.
+  ASSERT_NE(untouched->groups[0].node.pcie.efficiency, 0.7);
   apply_profile(*p, *cluster);
-  EXPECT_DOUBLE_EQ(cluster->groups[0].node.nvlink->efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(cluster->groups[0].node.nvlink->efficiency, 0.7);
   EXPECT_EQ(cluster->groups[0].node.nvlink->latency, Time::ns(250));
-  EXPECT_DOUBLE_EQ(cluster->groups[0].node.pcie.efficiency, 0.8);  // untouched: pcie5 keeps its preset value
+  EXPECT_DOUBLE_EQ(cluster->groups[0].node.pcie.efficiency, untouched->groups[0].node.pcie.efficiency);  // pcie5 keeps its preset value
+  EXPECT_EQ(cluster->groups[0].node.pcie.latency, untouched->groups[0].node.pcie.latency);
 }
 
 TEST(Profile, BadNamesAndValuesNameTheLine) {

@@ -4,6 +4,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "tests/hw/fixtures.hpp"
 
@@ -105,6 +107,20 @@ TEST(Topology, EqualCostPathsAreSpreadByDestinationOverAllSpines) {
   // Routes are a function of the endpoints: the same route every time, whatever the label.
   EXPECT_EQ(r.route(0, 16, 7), r.route(0, 16, 7));
   EXPECT_EQ(r.route(0, 16, 7), r.route(0, 16, 8));
+  // One flow's path, link by link: GPU 0 of node 0 through its PCIe switch to NIC 0, up to
+  // leaf 0, to the spine its destination picks, down to leaf 1 (node 2's NICs, numbers 8..11,
+  // sit there), and through NIC 8 and its PCIe switch to GPU 16. A second router (no shared
+  // state) picks the same spine.
+  const Path p = r.route(0, 16, 7);
+  std::vector<std::string> hops;
+  for (LinkId l : p) hops.push_back(t.vertex_name(t.link(l).src) + ">" + t.vertex_name(t.link(l).dst));
+  ASSERT_EQ(hops.size(), 8u);
+  const std::string spine = t.vertex_name(t.link(p[3]).dst);  // which spine is the routing's choice
+  ASSERT_EQ(spine.rfind("spine", 0), 0u) << spine;
+  const std::vector<std::string> expected = {"n0.gpu0>n0.pcie0", "n0.pcie0>n0.nic0", "n0.nic0>leaf0", "leaf0>" + spine,
+                                             spine + ">leaf1",   "leaf1>n2.nic0",     "n2.nic0>n2.pcie0", "n2.pcie0>n2.gpu0"};
+  EXPECT_EQ(hops, expected);
+  EXPECT_EQ(Router(t).route(0, 16, 7), p);
 }
 
 TEST(Topology, RailOptimizedKeepsSameRailTrafficOnOneSwitch) {

@@ -1,8 +1,14 @@
 // dtsim's preset defaults against the published 8-GPU nccl-tests all-reduce curves
 // (data/published/nccl-allreduce-8gpu-published.csv, Azure ND H100 v5 and ND A100 v4).
-// The link efficiencies were taken from the largest sizes (docs/model.md), so the 8 GiB points
-// are not independent; the sizes from 512 MiB up test the shape. Mid and small sizes are known to
-// be optimistic and are reported in docs/validation.md, not asserted.
+// Both curves are in-sample (data/registry.yaml): NVLink 3's efficiency was read from the A100
+// curve's 8 GiB point and the NVLS latency from the H100 curve's small sizes. So these tests check
+// fit quality and the shape of the model, not prediction accuracy; docs/validation.md has the
+// figures (dtsim-compare-published). The tolerances are stated here, not read off the results:
+//  - large messages (>= 512 MiB): within 10% (the model's claim for bandwidth-bound all-reduce);
+//  - the ramp: relative to its own 8 GiB figure, dtsim's busbw at every size from 1 MiB up is
+//    within a factor of 2 of the measured ratio (docs/validation.md: mid sizes are known to be
+//    optimistic by up to 60%). A model with a flat bandwidth fails this by a factor of 6-11 at
+//    1 MiB.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +20,9 @@
 
 namespace dtsim {
 namespace {
+
+constexpr double kLargeMessageTolerance = 0.10;
+constexpr double kRampFactor = 2.0;
 
 std::vector<calibrate::BusbwComparison> compare(const char* system, const char* preset, std::optional<comm::Algo> algo) {
   auto rows = calibrate::read_published_busbw(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-allreduce-8gpu-published.csv");
@@ -29,33 +38,59 @@ std::vector<calibrate::BusbwComparison> compare(const char* system, const char* 
   return calibrate::predict_allreduce(*topo, comm::CommParams::nccl_defaults(), mine, algo);
 }
 
-TEST(PublishedNccl, H100NvlsLargeMessages) {
-  for (const auto& c : compare("azure-nd-h100-v5", "dgx-h100", comm::Algo::nvls)) {
-    if (c.bytes >= (std::int64_t{512} << 20)) {
-      EXPECT_LT(std::fabs(c.error()), 0.10) << c.bytes;
-    }
-    if (c.bytes >= (std::int64_t{2} << 30)) {
-      EXPECT_LT(std::fabs(c.error()), 0.03) << c.bytes;
-    }
+void expect_large_messages(const std::vector<calibrate::BusbwComparison>& cmp) {
+  int checked = 0;
+  for (const auto& c : cmp) {
+    if (c.bytes < (std::int64_t{512} << 20)) continue;
+    EXPECT_LT(std::fabs(c.error()), kLargeMessageTolerance) << c.bytes;
+    ++checked;
   }
+  EXPECT_EQ(checked, 5);  // 512 MiB .. 8 GiB
 }
 
-TEST(PublishedNccl, A100DefaultLargeMessages) {
-  for (const auto& c : compare("azure-nd-a100-v4", "dgx-a100-80g", std::nullopt)) {
-    if (c.bytes >= (std::int64_t{512} << 20)) {
-      EXPECT_LT(std::fabs(c.error()), 0.05) << c.bytes;
-    }
+// busbw(S) / busbw(8 GiB), predicted against measured, for every S >= 1 MiB.
+void expect_ramp(const std::vector<calibrate::BusbwComparison>& cmp) {
+  ASSERT_FALSE(cmp.empty());
+  const auto& top = cmp.back();
+  ASSERT_EQ(top.bytes, std::int64_t{8} << 30);
+  int checked = 0;
+  for (const auto& c : cmp) {
+    if (c.bytes < (std::int64_t{1} << 20)) continue;
+    const double predicted = c.predicted_GBps / top.predicted_GBps;
+    const double measured = c.measured_GBps / top.measured_GBps;
+    EXPECT_LT(std::fabs(std::log(predicted / measured)), std::log(kRampFactor))
+        << c.bytes << " B: dtsim reaches " << predicted << " of its 8 GiB busbw, the measurement " << measured;
+    ++checked;
   }
+  EXPECT_EQ(checked, 14);  // 1 MiB .. 8 GiB
 }
 
-TEST(PublishedNccl, RingOnH100ReachesTheMaintainersFigure) {
-  // NCCL's maintainer: ring all-reduce on 8 H100 reaches ~370 GB/s busbw (nccl-tests issue #212).
+TEST(PublishedNccl, H100NvlsLargeMessages) { expect_large_messages(compare("azure-nd-h100-v5", "dgx-h100", comm::Algo::nvls)); }
+
+TEST(PublishedNccl, A100DefaultLargeMessages) { expect_large_messages(compare("azure-nd-a100-v4", "dgx-a100-80g", std::nullopt)); }
+
+TEST(PublishedNccl, H100NvlsCurveRampsLikeTheMeasurement) { expect_ramp(compare("azure-nd-h100-v5", "dgx-h100", comm::Algo::nvls)); }
+
+TEST(PublishedNccl, A100DefaultCurveRampsLikeTheMeasurement) { expect_ramp(compare("azure-nd-a100-v4", "dgx-a100-80g", std::nullopt)); }
+
+TEST(PublishedNccl, RingOnH100IsTheLinkRateTimesItsEfficiency) {
+  // Not a validation: NVLink 4's efficiency (0.82) was read from the NCCL maintainer's ~370 GB/s
+  // for an 8x H100 ring (data/registry.yaml), so agreement with 370 holds by construction. What
+  // this checks is the arithmetic: at 8 GiB a ring's busbw is the per-GPU NVLink rate (links x
+  // per-link bandwidth, from the preset) times the efficiency, less a latency share under 1%.
   config::LoadContext ctx;
   auto spec = config::load_cluster(config::ClusterRequest{"dgx-h100", 1, std::nullopt}, ctx);
+  ASSERT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  const auto& node = spec->groups[0].node;
+  ASSERT_TRUE(node.nvlink.has_value());
+  const double line_GBps = node.nvlink_links_per_gpu * node.nvlink->bandwidth.bytes_per_s() * 1e-9;
+  const double expected = line_GBps * node.nvlink->efficiency;
   auto topo = hw::Topology::build(*spec);
   calibrate::PublishedBusbw p{"maintainer", "H100", 8, "", "ring", std::int64_t{8} << 30, 370.0};
   const auto c = calibrate::predict_allreduce(*topo, comm::CommParams::nccl_defaults(), {p}, comm::Algo::ring);
-  EXPECT_NEAR(c[0].predicted_GBps, 370.0, 0.03 * 370.0);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_LE(c[0].predicted_GBps, expected);
+  EXPECT_GT(c[0].predicted_GBps, 0.99 * expected);
 }
 
 // Azure ran nccl-tests with one thread driving all 8 GPUs (-g 8; Benchmarks/NVIDIA/NCCLBandwidth.py

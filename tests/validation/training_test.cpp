@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "config/simulate_loader.hpp"
@@ -35,35 +36,71 @@ std::vector<Row> rows() {
   return out;
 }
 
-TEST(PublishedTraining, Llama3_405BWithinFifteenPercent) {
+workloads::StepResult simulate_row(const Row& r, const std::string& recompute) {
+  const std::vector<std::string> sets = {
+      "cluster.nodes=" + std::to_string(r.gpus / 8), "parallel.tp=" + std::to_string(r.tp), "parallel.cp=" + std::to_string(r.cp),
+      "parallel.pp=" + std::to_string(r.pp), "parallel.dp=" + std::to_string(r.dp), "training.seq_len=" + std::to_string(r.seq),
+      "training.global_batch=" + std::to_string(r.batch), "training.recompute=" + recompute};
+  config::LoadContext ctx;
+  auto cfg = config::load_simulate_config(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama3-405b-16k.yaml", sets, ctx);
+  EXPECT_TRUE(cfg.has_value()) << ctx.diagnostics.to_string();
+  if (!cfg) return {};
+  auto topo = hw::Topology::build(cfg->cluster);
+  EXPECT_TRUE(topo.ok());
+  if (!topo) return {};
+  auto res = workloads::simulate_step(*topo, cfg->inputs);
+  EXPECT_TRUE(res.ok()) << res.error().to_string();
+  return res.ok() ? *res : workloads::StepResult{};
+}
+
+// Held-out: no default constant was derived from Meta's runs (data/registry.yaml). Stated
+// tolerance: throughput within 15% (the step model's claim at scale, with a different fabric:
+// dtsim uses InfiniBand, Meta RoCE).
+//
+// Memory. Meta does not say how these layouts fit in 80 GiB. Without recomputation they cannot,
+// by Korthikanti et al. (MLSys 2023, section 4): with sequence parallelism and fused attention a
+// transformer layer keeps 34 s b h / t bytes of activations per micro-batch, and in 1F1B the first
+// stage holds pp micro-batches of its L / pp layers, so at least L x 34 s b h / t bytes (67 GiB
+// for 405B at 8K context, TP 8), besides 6 GiB of bf16 weights, 12 GiB of fp32 gradients
+// (Megatron accumulates in fp32), optimizer shards and the CUDA context: over 80 GiB. So the throughput
+// is compared for the layout as published without recomputation (whose extra third of forward
+// compute Meta's figure does not show), and the memory checks are: dtsim's activations at least
+// that closed form, dtsim finds the layout over 80 GiB, and with full recomputation it fits
+// (Meta did run it). The 128K-context row is in docs/validation.md (dtsim-compare-published)
+// but not here: it takes 20 s to simulate.
+constexpr double kThroughputTolerance = 0.15;
+
+TEST(PublishedTraining, Llama3_405B) {
   const auto rs = rows();
   ASSERT_EQ(rs.size(), 3u);
-  // The two 8K-context rows (the 128K one takes 20 s to simulate; it is in docs/validation.md).
+  const double layers = 126, hidden = 16384;  // presets/models/llama3-405b.yaml
   for (const Row& r : {rs[0], rs[1]}) {
-    const std::vector<std::string> sets = {
-        "cluster.nodes=" + std::to_string(r.gpus / 8), "parallel.tp=" + std::to_string(r.tp), "parallel.cp=" + std::to_string(r.cp),
-        "parallel.pp=" + std::to_string(r.pp), "parallel.dp=" + std::to_string(r.dp), "training.seq_len=" + std::to_string(r.seq),
-        "training.global_batch=" + std::to_string(r.batch)};
-    config::LoadContext ctx;
-    auto cfg = config::load_simulate_config(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama3-405b-16k.yaml", sets, ctx);
-    ASSERT_TRUE(cfg.has_value()) << ctx.diagnostics.to_string();
-    auto topo = hw::Topology::build(cfg->cluster);
-    ASSERT_TRUE(topo.ok());
-    auto res = workloads::simulate_step(*topo, cfg->inputs);
-    ASSERT_TRUE(res.ok()) << res.error().to_string();
-    EXPECT_LT(std::fabs(res->tflops_per_gpu / r.tflops - 1), 0.15) << r.gpus << " GPUs: " << res->tflops_per_gpu;
+    const workloads::StepResult none = simulate_row(r, "none");
+    EXPECT_LT(std::fabs(none.tflops_per_gpu / r.tflops - 1), kThroughputTolerance) << r.gpus << " GPUs: " << none.tflops_per_gpu;
+    const double korthikanti = layers * 34.0 * static_cast<double>(r.seq) * 1 * hidden / r.tp;  // micro-batch 1
+    EXPECT_GE(none.peak_memory.activations, korthikanti) << r.gpus << " GPUs";
+    EXPECT_FALSE(none.fits) << r.gpus << " GPUs: activations alone need " << korthikanti / (1 << 30) << " GiB";
+    const workloads::StepResult full = simulate_row(r, "full");
+    EXPECT_TRUE(full.fits) << r.gpus << " GPUs with full recomputation: " << full.memory_note;
   }
 }
 
+// ResNet-50 against NVIDIA's published PyTorch throughput: held-out (no default constant was
+// derived from these runs; data/registry.yaml). Without a loader described (the published runs
+// used PyTorch's DataLoader), dtsim predicts the GPUs' rate. Stated tolerances, per kind of row:
+//  - mixed precision, one GPU: within 10% (the compute model's claim for fp16 with data behind
+//    its GEMM efficiency);
+//  - mixed precision, 8 GPUs: between the published 8-GPU rate (a left-out loader can only slow
+//    the real run down) and perfect scaling of the published 1-GPU rate plus the 10% above;
+//  - TF32 and FP32: within a factor of 2, because their GEMM efficiencies (0.8, 0.85) are
+//    assumptions with no dataset behind them (docs/validation.md).
+constexpr double kMixedOneGpuTolerance = 0.10;
+constexpr double kAssumedEfficiencyFactor = 2.0;
 
-// ResNet-50 against NVIDIA's published PyTorch throughput. Without a loader described (the
-// published runs used PyTorch's DataLoader), dtsim predicts the GPUs' rate. docs/validation.md
-// tabulates all eight rows; this guards what the compute model is meant to get right: mixed
-// precision on one GPU within 10%, and the 8-GPU runs no slower than published (the published
-// 8-GPU runs also wait for their data loaders, which these configurations leave out).
-TEST(PublishedTraining, ResNet50MixedPrecision) {
+TEST(PublishedTraining, ResNet50) {
   std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/data/published/cnn-throughput-published.csv");
   std::string line;
+  std::map<std::string, double> one_gpu_published;  // node -> fp16 1-GPU images/s
   int checked = 0;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#' || line.rfind("system,", 0) == 0) continue;
@@ -81,17 +118,22 @@ TEST(PublishedTraining, ResNet50MixedPrecision) {
     ASSERT_TRUE(topo.ok());
     auto res = workloads::simulate_step(*topo, cfg->inputs);
     ASSERT_TRUE(res.ok()) << res.error().to_string();
+    EXPECT_TRUE(res->fits) << line << ": " << res->memory_note;
     const double published = std::stod(f[5]);
-    if (f[3] == "fp16" && gpus == 1) {
-      EXPECT_LT(std::fabs(res->samples_per_s / published - 1), 0.10) << line << ": " << res->samples_per_s;
-      ++checked;
+    const double predicted = res->samples_per_s;
+    if (f[3] != "fp16") {
+      EXPECT_LT(std::fabs(std::log(predicted / published)), std::log(kAssumedEfficiencyFactor)) << line << ": " << predicted;
+    } else if (gpus == 1) {
+      EXPECT_LT(std::fabs(predicted / published - 1), kMixedOneGpuTolerance) << line << ": " << predicted;
+      one_gpu_published[f[1]] = published;
+    } else {
+      ASSERT_TRUE(one_gpu_published.count(f[1])) << "the CSV lists each system's 1-GPU row before its 8-GPU row";
+      EXPECT_GT(predicted, published) << line;
+      EXPECT_LT(predicted, gpus * one_gpu_published[f[1]] * (1 + kMixedOneGpuTolerance)) << line;
     }
-    if (f[3] == "fp16" && gpus == 8) {
-      EXPECT_GT(res->samples_per_s, published) << line;
-      ++checked;
-    }
+    ++checked;
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 8);
 }
 
 }  // namespace

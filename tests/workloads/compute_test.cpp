@@ -41,8 +41,16 @@ std::vector<Row> published() {
   return rows;
 }
 
-TEST(ComputeModel, GemmThroughputWithinFivePercentForLargeShapes) {
-  int checked = 0;
+// These points are in-sample (data/registry.yaml): the GEMM efficiencies, k_half and the kernel
+// overhead were fitted to them, and the memory efficiency to the HBM rows. So this is a check of
+// fit quality, not of prediction accuracy (docs/validation.md has both, from
+// dtsim-compare-published). The tolerances are stated, not read off the current errors:
+constexpr double kLargeGemmTolerance = 0.05;  // every dimension >= 4096: efficiency-bound, the fit's target
+constexpr double kAnyGemmFactor = 1.5;        // any shape: within a factor of 1.5 (fixed cost and tiles dominate)
+constexpr double kStreamTolerance = 0.10;     // HBM copy: one efficiency shared by two GPUs that measure 0.79 and 0.87
+
+TEST(ComputeModel, GemmThroughputFitsThePublishedPoints) {
+  int checked = 0, large = 0;
   for (const Row& r : published()) {
     if (r.kind != "gemm") continue;
     const bool h100 = r.gpu.rfind("H100", 0) == 0;
@@ -53,24 +61,28 @@ TEST(ComputeModel, GemmThroughputWithinFivePercentForLargeShapes) {
     const double tflops = g.flops / cm.kernel_time(g).seconds() * 1e-12;
     const double err = tflops / r.value - 1;
     if (std::min({r.m, r.n, r.k}) >= 4096) {
-      EXPECT_LT(std::fabs(err), 0.05) << r.gpu << " " << r.m << "x" << r.n << "x" << r.k;
+      EXPECT_LT(std::fabs(err), kLargeGemmTolerance) << r.gpu << " " << r.m << "x" << r.n << "x" << r.k;
+      ++large;
     }
-    // Every published point, small and skinny ones included, within 30% (docs/validation.md).
-    EXPECT_LT(std::fabs(err), 0.30) << r.gpu << " " << r.m << "x" << r.n << "x" << r.k;
+    EXPECT_LT(std::fabs(std::log(tflops / r.value)), std::log(kAnyGemmFactor)) << r.gpu << " " << r.m << "x" << r.n << "x" << r.k;
     ++checked;
   }
   EXPECT_EQ(checked, 17);
+  EXPECT_EQ(large, 9);
 }
 
 TEST(ComputeModel, StreamingBandwidth) {
+  int checked = 0;
   for (const Row& r : published()) {
     if (r.kind != "hbm" || r.dtype != "copy") continue;
     const bool h100 = r.gpu.rfind("H100", 0) == 0;
     ComputeModel cm(gpu_of(h100 ? "dgx-h100" : "dgx-a100-80g"), ComputeParams{});
     const double bytes = 8e9;  // a large copy: overheads negligible
     const double tbps = bytes / cm.kernel_time(memory_op("copy", bytes)).seconds() * 1e-12;
-    EXPECT_NEAR(tbps, r.value, 0.10 * r.value) << r.gpu;
+    EXPECT_NEAR(tbps, r.value, kStreamTolerance * r.value) << r.gpu;
+    ++checked;
   }
+  EXPECT_EQ(checked, 2);  // H100 and A100
 }
 
 TEST(ComputeModel, WaveQuantizationShowsInEfficiency) {

@@ -1,0 +1,116 @@
+// End-to-end training figures (docs/validation.md): Llama 3 405B (Meta) and ResNet-50 (NVIDIA).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bench/accuracy.hpp"
+#include "config/simulate_loader.hpp"
+#include "hw/topology.hpp"
+
+namespace dtsim::accuracy {
+
+namespace {
+
+std::string pct(double e) { return fmt::format("{:+.1f}%", 100 * e); }
+
+Expected<workloads::StepResult> simulate(const std::string& path, const std::vector<std::string>& sets, const std::optional<std::string>& text) {
+  config::LoadContext ctx;
+  auto cfg = config::load_simulate_config(path, sets, ctx, text);
+  if (!cfg) return Error(ctx.diagnostics.to_string());
+  auto topo = hw::Topology::build(cfg->cluster);
+  if (!topo) return topo.error();
+  auto res = workloads::simulate_step(*topo, cfg->inputs);
+  if (!res) return res.error();
+  return *res;
+}
+
+// The defaults a training step's prediction rests on (all of them that came from data).
+const std::vector<std::string> kStepConstants = {
+    "compute.gemm.efficiency.bf16", "compute.gemm.efficiency.fp16", "compute.gemm.k_half", "compute.kernel_overhead",
+    "compute.memory.efficiency",    "links.nvlink3.efficiency",     "links.nvlink4.efficiency"};
+
+}  // namespace
+
+Status training(const config::Registry& reg, Results& out) {
+  {
+    const std::string dataset = "meta-llama3-405b";
+    auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/training-throughput-published.csv");
+    if (!rows) return rows.error();
+    const std::string fit = fit_of(reg, dataset, kStepConstants);
+    std::string md = fmt::format("Dataset `{}`: **{}**.\n\n", dataset, fit);
+    md += "| GPUs | TP | CP | PP | DP | seq | published TFLOP/s/GPU | dtsim | error | fits in 80 GiB (dtsim) |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const auto& r : *rows) {
+      const int gpus = std::stoi(field(r, "gpus"));
+      const std::vector<std::string> sets = {"cluster.nodes=" + std::to_string(gpus / 8), "parallel.tp=" + field(r, "tp"),
+                                             "parallel.cp=" + field(r, "cp"),           "parallel.pp=" + field(r, "pp"),
+                                             "parallel.dp=" + field(r, "dp"),           "training.seq_len=" + field(r, "seq_len"),
+                                             "training.global_batch=" + field(r, "global_batch")};
+      auto res = simulate(std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/llama3-405b-16k.yaml", sets, std::nullopt);
+      if (!res) return res.error();
+      const double pub = std::stod(field(r, "tflops_per_gpu"));
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {} | {} |\n", thousands(gpus), field(r, "tp"), field(r, "cp"),
+                        field(r, "pp"), field(r, "dp"), thousands(std::stod(field(r, "seq_len"))), pub, res->tflops_per_gpu,
+                        pct(res->tflops_per_gpu / pub - 1), res->fits ? "yes" : "no: " + res->memory_note);
+      out.figures.push_back(Figure{dataset, fmt::format("{} GPUs, seq {}", thousands(gpus), field(r, "seq_len")), pub, res->tflops_per_gpu, fit});
+    }
+    out.sections.push_back(Section{"llama3", md});
+  }
+  {
+    const std::string dataset = "nvidia-resnet50-pytorch";
+    auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/cnn-throughput-published.csv");
+    if (!rows) return rows.error();
+    std::vector<std::string> used = kStepConstants;
+    used.insert(used.end(), {"compute.gemm.efficiency.tf32", "compute.gemm.efficiency.fp32", "links.nvlink2.efficiency"});
+    const std::string fit = fit_of(reg, dataset, used);
+    std::string md = fmt::format("Dataset `{}`: **{}**.\n\n", dataset, fit);
+    md += "| system | GPUs | precision | batch/GPU | published images/s | dtsim | error |\n|---|---:|---|---:|---:|---:|---:|\n";
+    for (const auto& r : *rows) {
+      const int gpus = std::stoi(field(r, "gpus"));
+      const int micro = std::stoi(field(r, "micro_batch"));
+      const std::string yaml = "cluster: {node: " + field(r, "node") + ", nodes: 1, gpus_per_node: " + field(r, "gpus") +
+                               "}\nmodel: resnet50\ntraining: {global_batch: " + std::to_string(gpus * micro) + ", micro_batch: " +
+                               field(r, "micro_batch") + ", precision: " + field(r, "precision") + ", optimizer: sgd}\nparallel: {dp: " +
+                               field(r, "gpus") + "}\n";
+      auto res = simulate("resnet50.yaml", {}, yaml);
+      if (!res) return res.error();
+      const double pub = std::stod(field(r, "images_per_s"));
+      const std::string prec = field(r, "precision") == "fp16" ? "fp16 (AMP)" : field(r, "precision");
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", field(r, "system"), gpus, prec, micro, thousands(pub), thousands(res->samples_per_s),
+                        pct(res->samples_per_s / pub - 1));
+      out.figures.push_back(Figure{dataset, fmt::format("{} {} GPU {}", field(r, "system"), gpus, field(r, "precision")), pub, res->samples_per_s, fit});
+    }
+    out.sections.push_back(Section{"resnet50", md});
+  }
+  return {};
+}
+
+void summary(Results& out) {
+  // Per dataset and marking: points, median and worst |error|.
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const auto& f : out.figures) {
+    const std::pair<std::string, std::string> k{f.fit, f.dataset};
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  auto table = [&](const std::vector<std::string>& fits) {
+    std::string md = "| dataset | figures | points | median abs. error | worst abs. error |\n|---|---|---:|---:|---:|\n";
+    for (const std::string& want : fits) {
+      for (const auto& [fit, ds] : keys) {
+        if (fit != want) continue;
+        std::vector<double> e;
+        for (const auto& f : out.figures) {
+          if (f.fit == fit && f.dataset == ds) e.push_back(std::fabs(f.error()));
+        }
+        md += fmt::format("| `{}` | {} | {} | {:.1f}% | {:.1f}% |\n", ds, fit, e.size(), 100 * median(e), 100 * *std::max_element(e.begin(), e.end()));
+      }
+    }
+    return md;
+  };
+  // README.md quotes only figures with no in-sample constant in them.
+  out.sections.push_back(Section{"summary-held-out", table({"held-out", "leave-one-source-out"})});
+  out.sections.push_back(Section{"summary-accuracy", table({"held-out", "leave-one-source-out", "leave-one-source-out for k_half and kernel_overhead (efficiency in-sample)"})});
+  out.sections.push_back(Section{"summary-fit", table({"in-sample"})});
+}
+
+}  // namespace dtsim::accuracy
