@@ -43,6 +43,8 @@ std::string thousands(double v);
 Status nccl_allreduce(const config::Registry& reg, Results& out);
 Status gemm_and_hbm(const config::Registry& reg, Results& out);
 Status training(const config::Registry& reg, Results& out);
+// Runs of dtsim's own harness on real GPUs (data/validation/), held out from every fit.
+Status measured_runs(const config::Registry& reg, Results& out);
 // The summary tables (held-out accuracy; in-sample fit quality) from the figures.
 void summary(Results& out);
 

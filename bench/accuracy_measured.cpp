@@ -1,0 +1,92 @@
+// Runs of dtsim's own harness on real GPUs (data/validation/): the validation workload's measured
+// steps against dtsim with its presets and with the profile fitted from the same machine's
+// calibration run (a different measurement), and the per-kernel-family table of one point.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bench/accuracy.hpp"
+#include "calibrate/kernel_profile.hpp"
+#include "calibrate/records.hpp"
+#include "calibrate/validate.hpp"
+#include "config/profile.hpp"
+
+namespace dtsim::accuracy {
+
+namespace {
+
+const char* kRun = "h100-sxm-2026-11-23";
+
+Expected<std::vector<calibrate::ValidationRow>> predict(const std::vector<calibrate::ValidationPoint>& pts, const config::HardwareProfile* p) {
+  calibrate::ValidationOptions o;
+  o.profile = p;
+  return calibrate::predict_points(pts, o);
+}
+
+}  // namespace
+
+Status measured_runs(const config::Registry& reg, Results& out) {
+  (void)reg;
+  const std::string dir = std::string(DTSIM_SOURCE_DIR) + "/data/validation/" + kRun;
+  auto recs = calibrate::read_records(dir + "/validation-full.jsonl");
+  if (!recs) return recs.error();
+  std::vector<std::string> skipped;
+  auto pts = calibrate::validation_points(*recs, skipped);
+  if (!pts) return pts.error();
+  config::LoadContext ctx;
+  const auto profile = config::load_profile(kRun, ctx);
+  if (!profile) return Error(ctx.diagnostics.to_string());
+  auto presets = predict(*pts, nullptr);
+  if (!presets) return presets.error();
+  auto fitted = predict(*pts, &*profile);
+  if (!fitted) return fitted.error();
+  const std::string dataset = std::string(kRun) + "-validation";
+  std::string md = fmt::format(
+      "Dataset `{}`: **held-out** (no constant was fitted to these steps; the profile `{}` was fitted to the same machine's "
+      "calibration run only).\n\n",
+      dataset, kRun);
+  md += "| predictions | points | MAPE | median abs. error | worst abs. error |\n|---|---:|---:|---:|---:|\n";
+  for (const auto& [label, rows] : {std::pair{"presets, no profile", &*presets}, std::pair{"`--hw-profile h100-sxm-2026-11-23`", &*fitted}}) {
+    const auto s = calibrate::summarize(*rows);
+    md += fmt::format("| {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", label, s.points, 100 * s.mape, 100 * s.median, 100 * s.worst);
+  }
+  md += "\n| point | measured (ms) | presets (ms) | error | profile (ms) | error |\n|---|---:|---:|---:|---:|---:|\n";
+  for (std::size_t i = 0; i < presets->size(); ++i) {
+    const auto& a = (*presets)[i];
+    const auto& b = (*fitted)[i];
+    md += fmt::format("| {} | {:.2f} | {:.2f} | {:+.1f}% | {:.2f} | {:+.1f}% |\n", a.p.point, a.p.measured_s * 1e3, a.predicted_s * 1e3, 100 * a.error,
+                      b.predicted_s * 1e3, 100 * b.error);
+    out.figures.push_back(Figure{dataset, a.p.point, a.p.measured_s, a.predicted_s, "held-out"});
+  }
+  out.sections.push_back(Section{"h100-validation", md});
+
+  // Per kernel family, the two profiled points, with the profile.
+  std::string kmd;
+  for (const auto& [file, point] : {std::pair{"kernels-gpt-125m-b8.csv", "gpt-125m/seq1024/mb8/gpus1"},
+                                    std::pair{"kernels-gpt-1.3b-b4.csv", "gpt-1.3b/seq1024/mb4/gpus1"}}) {
+    auto ks = calibrate::read_kernel_csv(dir + "/kernels/" + file);
+    if (!ks) return ks.error();
+    const calibrate::ValidationPoint* p = nullptr;
+    for (const auto& q : *pts) {
+      if (q.point == point) p = &q;
+    }
+    if (p == nullptr) return Error(fmt::format("{}: no point {}", dataset, point));
+    calibrate::ValidationOptions o;
+    o.profile = &*profile;
+    auto c = calibrate::compare_kernels(*p, *ks, 0, o);
+    if (!c) return c.error();
+    kmd += fmt::format("**{}** (with the profile; per step):\n\n| family | measured (ms) | predicted (ms) | error | share of the step |\n|---|---:|---:|---:|---:|\n",
+                       point);
+    for (const auto& r : c->rows) {
+      kmd += fmt::format("| {} | {:.3f} | {:.3f} | {} | {:.1f}% |\n", r.family, r.measured_s * 1e3, r.predicted_s * 1e3,
+                         r.measured_s > 0 ? fmt::format("{:+.1f}%", 100 * r.error()) : std::string("-"),
+                         c->measured_s > 0 ? 100 * r.measured_s / c->measured_s : 0.0);
+    }
+    kmd += fmt::format("| total | {:.3f} | {:.3f} | {:+.1f}% | |\n\n", c->measured_s * 1e3, c->predicted_s * 1e3,
+                       100 * (c->predicted_s - c->measured_s) / c->measured_s);
+  }
+  out.sections.push_back(Section{"h100-kernels", kmd});
+  return {};
+}
+
+}  // namespace dtsim::accuracy
