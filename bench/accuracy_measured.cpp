@@ -46,7 +46,8 @@ Status measured_runs(const config::Registry& reg, Results& out) {
       "calibration run only).\n\n",
       dataset, kRun);
   md += "| predictions | points | MAPE | median abs. error | worst abs. error |\n|---|---:|---:|---:|---:|\n";
-  for (const auto& [label, rows] : {std::pair{"presets, no profile", &*presets}, std::pair{"`--hw-profile h100-sxm-2026-11-23`", &*fitted}}) {
+  for (const auto& [label, rows] : {std::pair{"presets, no profile (their memory-bound kinds from this machine's calibration run)", &*presets},
+                                    std::pair{"`--hw-profile h100-sxm-2026-11-23`", &*fitted}}) {
     const auto s = calibrate::summarize(*rows);
     md += fmt::format("| {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", label, s.points, 100 * s.mape, 100 * s.median, 100 * s.worst);
   }
@@ -74,7 +75,7 @@ Status measured_runs(const config::Registry& reg, Results& out) {
     calibrate::ValidationOptions o;
     o.profile = &*profile;
     auto c = calibrate::compare_kernels(*p, *ks, 0, o);
-    if (!c) return c.error();
+    if (!c) return Error(fmt::format("{}/kernels/{}: {}", dir, file, c.error().message));
     kmd += fmt::format("**{}** (with the profile; per step):\n\n| family | measured (ms) | predicted (ms) | error | share of the step |\n|---|---:|---:|---:|---:|\n",
                        point);
     for (const auto& r : c->rows) {

@@ -80,24 +80,43 @@ struct Predicted {
 }  // namespace
 
 Expected<std::vector<ProfiledKernel>> parse_kernel_csv(std::string_view text, const std::string& where) {
+  // Two layouts: one row per kernel with a `duration_ns` column (dtsim's, as in data/validation/),
+  // or `ncu --csv`'s long format, one row per kernel and metric ("Kernel Name", "Metric Name",
+  // "Metric Unit", "Metric Value"), of which the gpu__time_duration.sum rows are read.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte order mark
   std::vector<ProfiledKernel> out;
   std::istringstream in{std::string(text)};
   std::string line;
-  int n = 0, name_col = -1, dur_col = -1;
+  int n = 0, name_col = -1, dur_col = -1, metric_col = -1, unit_col = -1, value_col = -1;
   std::size_t columns = 0;
+  auto trim = [](std::string s) {
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
+    std::size_t i = 0;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    return s.substr(i);
+  };
   while (std::getline(in, line)) {
     ++n;
     if (line.empty() || line == "\r") continue;
+    if (name_col < 0 && line.rfind("==", 0) == 0) continue;  // ncu's "==PROF==" banner lines
     auto f = split_csv(line);
     if (!f) return Error(fmt::format("{}:{}: {}", where, n, f.error().message));
+    for (auto& x : *f) x = trim(x);
     if (name_col < 0) {
       for (std::size_t i = 0; i < f->size(); ++i) {
-        if ((*f)[i] == "kernel" || (*f)[i] == "Kernel Name") name_col = static_cast<int>(i);
-        if ((*f)[i] == "duration_ns") dur_col = static_cast<int>(i);
+        const std::string& h = (*f)[i];
+        const int c = static_cast<int>(i);
+        if (h == "kernel" || h == "Kernel Name") name_col = c;
+        if (h == "duration_ns") dur_col = c;
+        if (h == "Metric Name") metric_col = c;
+        if (h == "Metric Unit") unit_col = c;
+        if (h == "Metric Value") value_col = c;
       }
-      if (name_col < 0 || dur_col < 0) {
+      const bool long_format = metric_col >= 0 && unit_col >= 0 && value_col >= 0;
+      if (name_col < 0 || (dur_col < 0 && !long_format)) {
         return Error(fmt::format("{}:{}: not a kernel profile: the header needs 'kernel' and 'duration_ns' columns "
-                                 "(id,kernel,grid,block,duration_ns as docs/validation.md shows)",
+                                 "(id,kernel,grid,block,duration_ns), or ncu --csv's 'Kernel Name', 'Metric Name', 'Metric Unit' "
+                                 "and 'Metric Value'",
                                  where, n));
       }
       columns = f->size();
@@ -106,13 +125,28 @@ Expected<std::vector<ProfiledKernel>> parse_kernel_csv(std::string_view text, co
     if (f->size() != columns) {
       return Error(fmt::format("{}:{}: {} fields where the header has {} (truncated line?)", where, n, f->size(), columns));
     }
-    const std::string& d = (*f)[static_cast<std::size_t>(dur_col)];
-    char* end = nullptr;
-    const double ns = std::strtod(d.c_str(), &end);
-    if (d.empty() || end != d.c_str() + d.size() || !(ns >= 0) || !std::isfinite(ns)) {
-      return Error(fmt::format("{}:{}: duration_ns '{}' is not a non-negative number", where, n, d));
+    std::string d;
+    double scale = 1e-9;  // to seconds
+    if (dur_col >= 0) {
+      d = (*f)[static_cast<std::size_t>(dur_col)];
+    } else {
+      if ((*f)[static_cast<std::size_t>(metric_col)] != "gpu__time_duration.sum") continue;
+      const std::string& unit = (*f)[static_cast<std::size_t>(unit_col)];
+      if (unit == "nsecond" || unit == "ns") scale = 1e-9;
+      else if (unit == "usecond" || unit == "us") scale = 1e-6;
+      else if (unit == "msecond" || unit == "ms") scale = 1e-3;
+      else if (unit == "second" || unit == "s") scale = 1;
+      else return Error(fmt::format("{}:{}: Metric Unit '{}' is not a time unit", where, n, unit));
+      for (char ch : (*f)[static_cast<std::size_t>(value_col)]) {
+        if (ch != ',') d += ch;  // thousands separators
+      }
     }
-    out.push_back(ProfiledKernel{(*f)[static_cast<std::size_t>(name_col)], ns * 1e-9, n});
+    char* end = nullptr;
+    const double v = std::strtod(d.c_str(), &end);
+    if (d.empty() || end != d.c_str() + d.size() || !(v >= 0) || !std::isfinite(v)) {
+      return Error(fmt::format("{}:{}: {} '{}' is not a non-negative number", where, n, dur_col >= 0 ? "duration_ns" : "Metric Value", d));
+    }
+    out.push_back(ProfiledKernel{(*f)[static_cast<std::size_t>(name_col)], v * scale, n});
   }
   if (name_col < 0) return Error(fmt::format("{}: empty kernel profile (no header)", where));
   if (out.empty()) return Error(fmt::format("{}: the kernel profile has a header but no kernels", where));
@@ -132,14 +166,17 @@ std::string kernel_family_of(std::string_view raw) {
   if (has(s, {"nccl"})) return "communication";
   if (has(s, {"fill_random", "fill_value", "fill_tokens", "k_cast<"})) return "startup";
   if (has(s, {"flash", "fmha", "attention", "attn", "sdpa"})) return "attention";
+  // Matrix products before the element-wise names: cuBLAS and CUTLASS kernels with fused
+  // epilogues carry "relu" or "gelu" in their names.
+  if (has(s, {"gemm", "nvjet", "cutlass", "xmma", "cublas", "gemv", "splitk", "s16816", "s1688", "h16816", "sm90_xmma", "sm80_xmma"})) return "gemm";
   if (has(s, {"k_ce_", "cross_entropy", "nll_loss", "log_softmax", "logsoftmax"})) return "cross_entropy";
   if (has(s, {"softmax"})) return "softmax";
-  if (has(s, {"dropout"})) return "dropout";
+  if (has(s, {"dropout", "masked_scale"})) return "dropout";
   if (has(s, {"layernorm", "layer_norm", "rmsnorm", "rms_norm", "batch_norm", "batchnorm", "bn_fw", "bn_bw"})) return "norm";
   if (has(s, {"gelu", "silu", "swiglu", "relu", "tanh", "sigmoid"})) return "activation";
-  if (has(s, {"adam", "sgd", "multi_tensor_apply", "lamb", "optimizer"})) return "optimizer";
+  // Optimizers ("lamb" only as a word of its own: demangled PyTorch names are full of "lambda").
+  if (has(s, {"adam", "sgd", "multi_tensor_apply", "multi_tensor_lamb", "lamb_", "optimizer"})) return "optimizer";
   if (has(s, {"embedding", "index_select", "embedding_dense"})) return "embedding";
-  if (has(s, {"gemm", "nvjet", "cutlass", "xmma", "cublas", "gemv", "splitk", "sm90_", "sm80_", "ampere_", "volta_", "turing_"})) return "gemm";
   if (has(s, {"copy", "k_qkv", "k_heads", "transpose", "permute", "cat_", "catarray", "memcpy", "memset", "elementwise", "vectorized",
                "unrolled"})) {
     return "copy";
@@ -199,7 +236,8 @@ Expected<KernelComparison> compare_kernels(const ValidationPoint& p, const std::
   pred.add(block.forward, cm, layers);
   pred.add(block.recompute, cm, layers);
   pred.add(block.backward, cm, layers);
-  const double params = static_cast<double>(emb.params + head.params) + static_cast<double>(block.params) * static_cast<double>(m->layers);
+  const double params = static_cast<double>(emb.params + head.params) +
+                        static_cast<double>(block.params + block.expert_params) * static_cast<double>(m->layers);
   pred.add(workloads::optimizer_update(tr, params), cm, 1);
   // The gradient memset is not a kernel in a kernel profile (cudaMemset): left out of the comparison.
 

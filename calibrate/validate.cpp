@@ -94,10 +94,11 @@ std::string simulate_yaml(const ValidationPoint& p, const std::string& node) {
       "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, attention: {}, optimizer: {}",
       t["global_batch"].get<std::int64_t>(), t["micro_batch"].get<std::int64_t>(), t["seq_len"].get<std::int64_t>(),
       t["precision"].get<std::string>(), s(t, "grad_dtype", "fp32"), s(t, "attention", "standard"), s(t, "optimizer", "adam"));
-  // The workload's dropout regenerates its masks from the seed in the backward pass (no mask is
-  // stored: calibrate/workload/gpt.cpp), so the equivalent configuration says so.
+  // The workload's dropout draws its random numbers from a 64-bit hash and regenerates its masks
+  // from the seed in the backward pass (no mask is stored: calibrate/workload/gpt.cpp and
+  // harness/kernels.cu), so the equivalent configuration says so.
   if (t.contains("dropout") && t["dropout"].is_number()) {
-    y += fmt::format(", dropout: {}, dropout_mask: regenerated", t["dropout"].get<double>());
+    y += fmt::format(", dropout: {}, dropout_mask: regenerated, dropout_rng: hash", t["dropout"].get<double>());
   }
   y += "}\n";
   y += fmt::format("parallel: {{dp: {}, dp_impl: ddp, bucket: {} B}}\n", p.gpus, p.bucket_bytes);

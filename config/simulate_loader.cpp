@@ -273,6 +273,10 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = enum_field(*tr, "optimizer", workloads::Optimizer::adam, workloads::parse_optimizer, "adam, sgd")) t.optimizer = *v;
     if (auto v = enum_field(*tr, "attention", workloads::Attention::flash, workloads::parse_attention, "flash, standard")) t.attention = *v;
     if (auto v = tr->number("dropout", false, 0.0, 0.99)) t.dropout = *v;
+    if (auto v = tr->string("dropout_rng")) {
+      if (*v == "hash") t.dropout_hash_rng = true;
+      else if (*v != "philox") tr->error("dropout_rng", fmt::format("'{}' is not one of: philox, hash", *v));
+    }
     if (auto v = tr->string("dropout_mask")) {
       if (*v == "regenerated") t.dropout_mask_regenerated = true;
       else if (*v != "stored") tr->error("dropout_mask", fmt::format("'{}' is not one of: stored, regenerated", *v));
@@ -394,7 +398,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"recompute", std::string(workloads::to_string(t.recompute))},
                      {"optimizer", std::string(workloads::to_string(t.optimizer))},
                      {"attention", std::string(workloads::to_string(t.attention))},
-                     {"dropout_mask", t.dropout_mask_regenerated ? "regenerated" : "stored"}};
+                     {"dropout_mask", t.dropout_mask_regenerated ? "regenerated" : "stored"},
+                     {"dropout_rng", t.dropout_hash_rng ? "hash" : "philox"}};
   if (t.dropout) res["training"]["dropout"] = *t.dropout;
   res["parallel"] = {{"tp", p.tp},
                      {"pp", p.pp},

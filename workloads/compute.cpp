@@ -99,8 +99,10 @@ double ComputeModel::peak(hw::DType d) const {
 }
 
 double ComputeModel::fp32_rate() const {
+  // The non-tensor fp32 rate; a GPU preset without one (none today) gets a sixteenth of its
+  // widest peak rather than a tensor-core rate.
   const auto it = gpu_.peak.find(hw::DType::fp32);
-  return it != gpu_.peak.end() ? it->second.flops_per_s() : peak(hw::DType::fp32);
+  return it != gpu_.peak.end() ? it->second.flops_per_s() : peak(hw::DType::fp32) / 16.0;
 }
 
 double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, hw::DType d) const {
@@ -146,7 +148,7 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
       break;
     case KernelClass::memory:
       // Random numbers for a dropout mask are computed on the fp32 pipes, one per element.
-      compute_s = k.elements > 0 ? k.elements * params_.dropout_ops / fp32_rate() : 0;
+      compute_s = k.elements > 0 ? k.elements * (k.hash_rng ? params_.dropout_ops : params_.dropout_philox_ops) / fp32_rate() : 0;
       break;
   }
   return Time::from_seconds(std::max(compute_s, mem_s)) + (memory_bound ? params_.kind_overhead(k.kind) : params_.kernel_overhead);
@@ -219,10 +221,14 @@ std::vector<ComputeParamInfo> build_table() {
                                  }});
   }
   number("dropout_ops", &ComputeParams::dropout_ops, "operations",
-         "fp32-pipe operations per element of a dropout mask (random number, compare, scale)",
-         "H100 dropout+residual kernel: 249 G elements/s (data/calibration/h100-sxm-2026-11-23) = 67 TFLOP/s fp32 / 270; "
-         "the same rate as plain dropout over attention scores in the validation workload's kernel profile",
-         1e6);
+         "fp32-pipe operations per element of a dropout mask drawn from a 64-bit hash (training.dropout_rng: hash)",
+         "H100 dropout+residual kernel of dtsim's harness: ~245 G elements/s (data/calibration/h100-sxm-2026-11-23) = 67 TFLOP/s fp32 / 275",
+         1e9);
+  number("dropout_philox_ops", &ComputeParams::dropout_philox_ops, "operations",
+         "fp32-pipe operations per element of a dropout mask drawn with Philox (training.dropout_rng: philox, PyTorch and Megatron-LM)",
+         "Philox4x32-10's operation count (Salmon et al. 2011, ~20 per number) plus compare and scale; bytes bound it "
+         "(PyTorch's dropout at 2.5 TB/s on H100, data/traces/h100-2026-11-23)",
+         1e9);
   t.push_back(ComputeParamInfo{"kernel_overhead", "time", "launch and fixed cost added to every kernel",
                                "fit: the published 1024^3 GEMMs imply about 4 us of fixed cost",
                                [](const ComputeParams& p) { return to_string(p.kernel_overhead); },

@@ -33,7 +33,7 @@ double layer_activation_bytes(const TransformerSpec& m, const ActivationShape& s
   // flash attention or selective recomputation, which recompute them.
   double scores = 0;
   if (s.attention == Attention::standard && s.recompute == Recompute::none) {
-    scores = (heads / t) * b * sl * sk * (2.0 * e + mask);
+    scores = (heads / t) * b * sl * sk * ((s.dropout_present ? 2.0 : 1.0) * e + mask);
   } else if (s.attention == Attention::flash) {
     scores = (heads / t) * b * sl * 4.0;  // log-sum-exp per query row (fp32)
   }

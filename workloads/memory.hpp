@@ -26,6 +26,7 @@ struct ActivationShape {
   Attention attention = Attention::flash;
   int act_bytes = 2;          // bytes per stored activation element
   bool dropout = true;        // dropout masks are stored (GPT/BERT-style models; not Llama-style)
+  bool dropout_present = true;  // dropout runs at all (its output over the attention scores is kept)
 };
 
 // Bytes one transformer layer keeps for its backward pass, per micro-batch, on one rank.

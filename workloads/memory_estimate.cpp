@@ -39,6 +39,7 @@ Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const 
   as.attention = tr.attention;
   as.act_bytes = e_bytes;
   as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
+  as.dropout_present = sh.dropout > 0;
   const double per_layer_act = layer_activation_bytes(m, as);
   // Layers of each virtual stage: as even as possible, the first ones taking the remainder (as the
   // engine splits them).

@@ -62,9 +62,12 @@ Kernel mem(const Types& ty, const char* name, double elements, MemoryKind kind =
 // Dropout over `n` elements: read the input, write the output (and a one-byte mask unless the
 // backward regenerates it), one random number per element.
 Kernel dropout_op(const Types& ty, const ProgramShape& sh, const char* name, double n) {
-  Kernel k = memory_op(name, n * (2.0 * ty.act + (sh.dropout_regenerated ? 0.0 : 1.0)), ty.act_math, MemoryKind::dropout);
+  const double mask = sh.dropout_regenerated ? 0.0 : 1.0;
+  Kernel k = memory_op(name, n * (2.0 * ty.act + mask), ty.act_math, MemoryKind::dropout);
   k.elements = n;
   k.regenerate = sh.dropout_regenerated;
+  k.hash_rng = sh.dropout_hash_rng;
+  k.backward_bytes = n * (2.0 * ty.act + mask);  // read the output gradient (and the mask), write the input's
   return k;
 }
 
@@ -72,9 +75,12 @@ Kernel dropout_op(const Types& ty, const ProgramShape& sh, const char* name, dou
 // read the branch and the residual, write the sum.
 Kernel residual_op(const Types& ty, const ProgramShape& sh, const char* name, double n) {
   if (sh.dropout <= 0) return memory_op(name, 3.0 * n * ty.act, ty.act_math, MemoryKind::stream);
-  Kernel k = memory_op(name, n * (3.0 * ty.act + (sh.dropout_regenerated ? 0.0 : 1.0)), ty.act_math, MemoryKind::dropout);
+  const double mask = sh.dropout_regenerated ? 0.0 : 1.0;
+  Kernel k = memory_op(name, n * (3.0 * ty.act + mask), ty.act_math, MemoryKind::dropout);
   k.elements = n;
   k.regenerate = sh.dropout_regenerated;
+  k.hash_rng = sh.dropout_hash_rng;
+  k.backward_bytes = n * (2.0 * ty.act + mask);  // the residual's gradient passes through; the branch's goes through the mask
   return k;
 }
 
@@ -124,9 +130,7 @@ void append_backward(const Kernel& k, std::vector<Kernel>& out) {
         // The input gradient is the output gradient through the mask: the mask is read back (one
         // byte per element), or regenerated from the seed (random numbers again). A fused
         // residual passes its gradient straight through (no kernel of its own).
-        const double act = k.bytes / k.elements - (k.regenerate ? 0.0 : 1.0);  // bytes per element, all tensors
-        const double tensor = std::string_view(k.name).find("residual") != std::string_view::npos ? act / 3.0 : act / 2.0;
-        b.bytes = k.elements * (2.0 * tensor + (k.regenerate ? 0.0 : 1.0));
+        b.bytes = k.backward_bytes >= 0 ? k.backward_bytes : k.bytes;
         if (!k.regenerate) {
           b.kind = MemoryKind::stream;
           b.elements = 0;
@@ -215,6 +219,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   // GPT); Llama-style models without.
   sh.dropout = tr.dropout.value_or(m.bias ? 0.1 : 0.0);
   sh.dropout_regenerated = tr.dropout_mask_regenerated;
+  sh.dropout_hash_rng = tr.dropout_hash_rng;
   return sh;
 }
 

@@ -366,6 +366,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   as.attention = tr.attention;
   as.act_bytes = e_bytes;
   as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
+  as.dropout_present = sh.dropout > 0;
   const double per_layer_act = layer_activation_bytes(m, as);
   const int v = vstages_ / p;
   for (int s = 0; s < p; ++s) {

@@ -69,6 +69,9 @@ struct TrainingSpec {
   // How the backward pass gets the dropout mask: stored by the forward (PyTorch, Megatron: one byte
   // per element) or regenerated from the random seed (dtsim-validate's workload; no mask in memory).
   bool dropout_mask_regenerated = false;
+  // The random-number generator of the dropout kernels: Philox (PyTorch, Megatron-LM, Transformer
+  // Engine; cheap next to the bytes) or a 64-bit hash per element (dtsim-validate's kernels).
+  bool dropout_hash_rng = false;
   std::optional<InputPipeline> data;       // nullopt: data is assumed to be on the GPU in time (not modelled)
 };
 

@@ -7,12 +7,16 @@
 //    bad files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "calibrate/fit.hpp"
+#include "calibrate/fit_memory.hpp"
+#include "config/hardware.hpp"
+#include "workloads/step.hpp"
 #include "calibrate/kernel_profile.hpp"
 #include "calibrate/records.hpp"
 #include "calibrate/validate.hpp"
@@ -113,6 +117,86 @@ TEST(KernelProfile, ComparisonSumsTheHandWrittenProfile) {
   EXPECT_DOUBLE_EQ(m["optimizer"], 20e-6);
   EXPECT_NEAR(c->measured_s, 220e-6, 1e-12);
   EXPECT_GT(c->predicted_s, 0);
+}
+
+TEST(KernelProfile, PyTorchAndCublasNamesGoToTheirFamilies) {
+  // Names as PyTorch's profiler and Nsight Compute print them (H100 and A100 runs).
+  EXPECT_EQ(kernel_family_of("void at::native::vectorized_elementwise_kernel<4, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+                             "{lambda()#3}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, ...)"),
+            "copy");
+  EXPECT_EQ(kernel_family_of("void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::masked_scale_kernel<bool, "
+                             "c10::BFloat16, float>(at::Tensor&, at::Tensor const&, at::Tensor const&, float)::{lambda(c10::BFloat16, bool)#1}>"),
+            "dropout");
+  EXPECT_EQ(kernel_family_of("ampere_bf16_s16816gemm_bf16_128x128_ldg8_relu_f2f_stages_64x3_tn"), "gemm");
+  EXPECT_EQ(kernel_family_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"),
+            "gemm");
+  EXPECT_EQ(kernel_family_of("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, "
+                             "at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>>"),
+            "optimizer");
+  EXPECT_EQ(kernel_family_of("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, float, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>"),
+            "softmax");
+  // The loss's log-softmax belongs to the cross-entropy.
+  EXPECT_EQ(kernel_family_of("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, float, at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>"),
+            "cross_entropy");
+  EXPECT_EQ(kernel_family_of("void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>"), "cross_entropy");
+  EXPECT_EQ(kernel_family_of("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t>>"),
+            "attention");
+  EXPECT_EQ(kernel_family_of("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>"), "norm");
+  EXPECT_EQ(kernel_family_of("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "communication");
+}
+
+TEST(KernelProfile, NsightComputeLongCsvIsRead) {
+  // `ncu --csv --metrics gpu__time_duration.sum`: one row per kernel and metric, values with
+  // thousands separators, a banner line before the header.
+  const std::string csv =
+      "==PROF== Disconnected from process 123\n"
+      "\"ID\",\"Process ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"123\",\"nvjet_sm90_tst_256x128\",\"gpu__time_duration.sum\",\"usecond\",\"1,234.5\"\n"
+      "\"1\",\"123\",\"k_dropout\",\"gpu__time_duration.sum\",\"nsecond\",\"2,500\"\n"
+      "\"1\",\"123\",\"k_dropout\",\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"50.1\"\n";
+  auto ks = parse_kernel_csv(csv, "long.csv");
+  ASSERT_TRUE(ks.ok()) << ks.error().message;
+  ASSERT_EQ(ks->size(), 2u);
+  EXPECT_DOUBLE_EQ((*ks)[0].duration_s, 1234.5e-6);
+  EXPECT_DOUBLE_EQ((*ks)[1].duration_s, 2500e-9);
+  auto bad_unit = parse_kernel_csv("Kernel Name,Metric Name,Metric Unit,Metric Value\nk,gpu__time_duration.sum,cycle,5\n", "u.csv");
+  ASSERT_FALSE(bad_unit.ok());
+  EXPECT_NE(bad_unit.error().message.find("u.csv:2"), std::string::npos);
+  // A byte order mark before the header is skipped.
+  EXPECT_TRUE(parse_kernel_csv("\xEF\xBB\xBFkernel,duration_ns\nk,5\n", "bom.csv").ok());
+}
+
+TEST(H100Fit, QuickRunsProfilePredictsTheFullRunsMemoryKernels) {
+  // A cross-run check: the profile fitted to the quick calibration run (a separate run on the same
+  // GPU) predicts the full run's memory-bound kernels, each harness kernel's median within 20%:
+  // the stated tolerance of a two-parameter line (fixed cost, bandwidth) for kernels whose cost
+  // also depends on their row length (softmax over 512 to 2,048 columns), which the model leaves out.
+  auto quick = fit_committed(kRoot + "/data/calibration/h100-sxm-2026-11-23/calibration-quick.jsonl");
+  ASSERT_TRUE(quick.ok()) << quick.error().message;
+  auto full = read_records(kCalibration);
+  ASSERT_TRUE(full.ok());
+  Dataset d;
+  ASSERT_TRUE(add_records(d, *full).ok());
+  config::HardwareProfile p;
+  p.params = quick->params;
+  workloads::StepInputs in;
+  ASSERT_TRUE(config::apply_profile(p, in).ok());
+  config::LoadContext ctx;
+  auto cl = config::load_cluster(config::ClusterRequest{"dgx-h100", 1, std::nullopt}, ctx);
+  ASSERT_TRUE(cl.has_value());
+  const workloads::ComputeModel cm(cl->groups.front().node.gpu, in.compute);
+  std::map<std::string, std::vector<double>> err;
+  for (const auto& s : d.memory) {
+    const auto k = memory_kernel_of(s);
+    if (!k) continue;
+    err[s.kernel].push_back(std::fabs(cm.kernel_time(*k).seconds() - s.time_s) / s.time_s);
+  }
+  ASSERT_GE(err.size(), 10u);
+  for (auto& [kernel, e] : err) {
+    std::sort(e.begin(), e.end());
+    const double med = e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+    EXPECT_LE(med, 0.20) << kernel;
+  }
 }
 
 TEST(KernelProfile, BadFilesAreRefusedWithTheirLine) {

@@ -212,16 +212,21 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
 
   // Regenerated masks (dtsim-validate): no mask bytes, and the backward draws random numbers again.
   sh.dropout_regenerated = true;
+  sh.dropout_hash_rng = true;
   const LayerProgram r = transformer_block(m, sh);
+  int regenerated = 0;
   for (const auto& seg : r.backward.segments) {
     for (const Kernel& k : seg.kernels) {
       if (std::string(k.name) == "attention_dropout") {
+        ++regenerated;
+        EXPECT_TRUE(k.hash_rng);
         EXPECT_EQ(k.kind, MemoryKind::dropout);
         EXPECT_DOUBLE_EQ(k.elements, b * a * s * s);
         EXPECT_DOUBLE_EQ(k.bytes, b * a * s * s * 2 * 2);
       }
     }
   }
+  EXPECT_EQ(regenerated, 1);
   // Without dropout: no dropout kernel, a plain residual add.
   sh.dropout = 0;
   for (const auto& seg : transformer_block(m, sh).forward.segments) {
@@ -257,14 +262,17 @@ TEST(LayerProgram, CrossEntropyBytesByHand) {
   ASSERT_NE(ce, nullptr);
   EXPECT_DOUBLE_EQ(ce->bytes, T * V * (2 + 4));
   EXPECT_EQ(ce->kind, MemoryKind::softmax);
+  int backward_ce = 0;
   for (const auto& seg : p.backward.segments) {
     for (const Kernel& k : seg.kernels) {
       if (std::string(k.name) == "cross_entropy") {
+        ++backward_ce;
         EXPECT_DOUBLE_EQ(k.bytes, T * V * (2 + 4));
         EXPECT_EQ(k.kind, MemoryKind::softmax_bwd);
       }
     }
   }
+  EXPECT_EQ(backward_ce, 1);
 }
 
 // Adam: fp32 master weight and two moments read and written (24 B), the fp32 gradient read (4 B)
