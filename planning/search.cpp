@@ -251,7 +251,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
                           c.parallel.schedule = sched;
                           c.parallel.virtual_stages = vs;
                           c.parallel.sequence_parallel = sp;
-                          if (!spec.bucket_given) c.parallel.bucket = Bytes(tp == 1 && pp == 1 && cp == 1 ? 25'000'000 : 0);
+                          if (!spec.bucket_given) c.parallel.bucket = Bytes(tp == 1 && pp == 1 && cp == 1 ? Bytes::MiB(25).count() : 0);
                           all.push_back(std::move(c));
                         }
                       }
@@ -331,6 +331,12 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     if (!run) {
       c.run = workloads::RunEstimate{};
       c.run_error = run.error().field.empty() ? run.error().message : run.error().field + ": " + run.error().message;
+      c.meets_deadline = c.meets_budget = false;
+      return false;
+    }
+    if (!run->achievable) {  // does not fit in memory: no time to train or cost to rank
+      c.run = workloads::RunEstimate{};
+      c.run_error = step.memory_note.empty() ? "does not fit in memory" : step.memory_note;
       c.meets_deadline = c.meets_budget = false;
       return false;
     }
