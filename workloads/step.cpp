@@ -63,6 +63,7 @@ struct Instr {
 struct LayerSlot {
   double params = 0;
   double expert_params = 0;
+  std::vector<std::int64_t> tensors;  // dense parameter tensors in forward order (empty: one tensor)
 };
 
 struct StageProgram {
@@ -74,6 +75,7 @@ struct StageProgram {
   std::vector<std::string> labels{"step"};  // names of the pipeline ops, for timelines
   int current_label = 0;
   double flops = 0;                   // hardware FLOPs of one replica-rank for the whole step
+  double recompute_flops = 0;         // of which recomputation (part of flops)
   double dense_params = 0, expert_params = 0;
   int layers = 0;
   int in_flight = 0;
@@ -139,8 +141,8 @@ struct Executor {
   std::deque<Bucket> dp_ready;    // buckets ready to reduce, in order
   bool dp_busy = false;
   int dp_issued = 0;              // collectives started (their sequence number names rendezvous)
-  std::vector<int> bucket_left;   // layers each bucket still waits for
-  std::vector<int> bucket_of_slot;
+  int next_bucket = 0;             // the first bucket not yet handed to data parallelism
+  std::vector<int> bucket_of_slot; // the last bucket each gradient slot closes (-1: none)
   Bucket horovod_pending;         // Horovod: gradients waiting for the next fusion cycle
   bool horovod_tick = false;
   bool backward_done = false;
@@ -169,6 +171,7 @@ class Engine {
   Status build_transformer(const TransformerSpec& m);
   Status build_cnn(const CnnSpec& m);
   void build_buckets();
+  void bucket_ready(Executor& e, const Bucket& bk);
   // Collectives.
   std::vector<std::vector<int>> groups(CommGroup g, int stage, int replica) const;
   std::vector<std::vector<int>> dp_groups(int stage, bool experts) const;
@@ -234,6 +237,7 @@ class Engine {
   std::map<std::string, std::unique_ptr<Collective>> cache_;
   std::map<std::string, std::vector<std::function<void()>>> rendezvous_;
   Bytes bucket_bytes_;
+  bool megatron_buckets_ = false;  // Megatron-Core's bucketing (no small first bucket)
   double act_msg_bytes_ = 0;   // pipeline message per rank pair
   std::uint64_t collectives_ = 0;
   Time h2d_end_;               // when the step's input copies (training.data) finished
@@ -303,8 +307,6 @@ Status Engine::build() {
   }
   for (Executor& e : execs_) {
     e.bucket_of_slot = slot_bucket_[static_cast<std::size_t>(e.stage)];
-    e.bucket_left.assign(buckets_[static_cast<std::size_t>(e.stage)].size(), 0);
-    for (int b : e.bucket_of_slot) ++e.bucket_left[static_cast<std::size_t>(b)];
   }
   return {};
 }
@@ -379,8 +381,9 @@ Status Engine::build_transformer(const TransformerSpec& m) {
         if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::recv_grad, op.microbatch, g, Time::zero(), false});
         for (auto it = L.rbegin(); it != L.rend(); ++it) {
           append_layer({&(*it)->recompute, &(*it)->backward}, static_cast<double>((*it)->params), cm, sp);
+          sp.recompute_flops += (*it)->recompute.flops();
           if (i == last_b[static_cast<std::size_t>(op.chunk)]) {
-            sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params)});
+            sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params), (*it)->tensors});
             sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
           }
         }
@@ -409,6 +412,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   }
   if (bucket_bytes_.count() <= 0) {
     // Megatron-Core's default when layouts are model-parallel: max(40M, 1M x dp) parameters.
+    megatron_buckets_ = true;
     const double params = std::max(40e6, 1e6 * lay_.dp());
     bucket_bytes_ = Bytes(static_cast<I>(params * hw::dtype_bytes(tr.grad_dtype)));
   }
@@ -441,8 +445,9 @@ Status Engine::build_cnn(const CnnSpec& m) {
     sp.current_label = static_cast<int>(sp.labels.size() - 1);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       append_layer({&it->recompute, &it->backward}, static_cast<double>(it->params), cm, sp);
+      sp.recompute_flops += it->recompute.flops();
       if (mb == micro_ - 1) {
-        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0});
+        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0, it->tensors});
         sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
       }
     }
@@ -458,25 +463,63 @@ Status Engine::build_cnn(const CnnSpec& m) {
 }
 
 // Buckets fill in the order gradients become final (reverse layer order, as PyTorch DDP and
-// Megatron-Core), each up to the bucket size; a layer larger than a bucket gets one of its own.
+// Megatron-Core).
 void Engine::build_buckets() {
+  // PyTorch DDP's rule (torch/csrc/distributed/c10d/reducer.cpp, compute_bucket_assignment_by_size):
+  // gradient tensors, in the order they become ready (the reverse of the forward order), are added
+  // to the open bucket, and the bucket is closed as soon as it holds at least its limit: the
+  // first bucket's limit is 1 MiB (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES), every later
+  // one's parallel.bucket (bucket_cap_mb). A bucket can thus exceed the cap by one tensor, and a
+  // tensor larger than the cap is a bucket of its own. A bucket is reduced once its last tensor's
+  // layer has finished its backward pass (the tensors of a layer are taken to become ready
+  // together, at the end of the layer's backward). MoE expert parameters travel with the dense
+  // tensors of their layer as one tensor. Megatron-Core (megatron/core/distributed/
+  // param_and_grad_buffer.py) walks the parameters in reverse too and closes a bucket once it
+  // holds at least bucket_size parameters, with no small first bucket.
   buckets_.assign(programs_.size(), {});
   slot_bucket_.assign(programs_.size(), {});
   const double gb = hw::dtype_bytes(in_.training.grad_dtype);
+  const double cap = bucket_bytes_.as_double();
+  const double first_cap = megatron_buckets_ ? cap : std::min(cap, static_cast<double>(Bytes::MiB(1).count()));
   for (std::size_t s = 0; s < programs_.size(); ++s) {
     auto& bs = buckets_[s];
+    const auto& slots = programs_[s].grad_slots;
+    Bucket open;
     double filled = 0;
-    for (const LayerSlot& slot : programs_[s].grad_slots) {
-      const double bytes = (slot.params + slot.expert_params) * gb;
-      if (bs.empty() || (filled > 0 && filled + bytes > bucket_bytes_.as_double())) {
-        bs.emplace_back();
-        filled = 0;
+    bool has_open = false;
+    // slot_bucket_[s][i]: the last bucket that closes at slot i (or -1); buckets close in order.
+    std::vector<int> closes_at(slots.size(), -1);
+    auto close = [&](std::size_t slot) {
+      bs.push_back(open);
+      closes_at[slot] = static_cast<int>(bs.size() - 1);
+      open = Bucket{};
+      filled = 0;
+      has_open = false;
+    };
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const LayerSlot& slot = slots[i];
+      std::vector<double> tensors;
+      if (slot.tensors.empty()) {
+        tensors.push_back(slot.params);
+      } else {
+        for (auto it = slot.tensors.rbegin(); it != slot.tensors.rend(); ++it) tensors.push_back(static_cast<double>(*it));
       }
-      filled += bytes;
-      bs.back().params += slot.params;
-      bs.back().expert_params += slot.expert_params;
-      slot_bucket_[s].push_back(static_cast<int>(bs.size() - 1));
+      if (slot.expert_params > 0) tensors.push_back(-slot.expert_params);  // negative: expert parameters
+      for (double t : tensors) {
+        const double params = std::abs(t);
+        if (t >= 0) open.params += params;
+        else open.expert_params += params;
+        filled += params * gb;
+        has_open = true;
+        if (filled >= (bs.empty() ? first_cap : cap)) close(i);
+      }
+      // Horovod fuses tensors on its own cycle (parallel.fusion_buffer): each layer is handed over
+      // as soon as it is ready.
+      if (has_open && in_.parallel.dp_impl == DpImpl::horovod) close(i);
     }
+    if (has_open && !slots.empty()) close(slots.size() - 1);
+    // Every bucket waits for one slot: the one that closes it (the engine counts down per bucket).
+    slot_bucket_[s] = closes_at;
   }
 }
 
@@ -1047,9 +1090,11 @@ void Engine::join(const std::string& key, int parties, std::function<void()> con
 }
 
 void Engine::grads_ready(Executor& e, int slot) {
-  const int b = e.bucket_of_slot[static_cast<std::size_t>(slot)];
-  if (--e.bucket_left[static_cast<std::size_t>(b)] > 0) return;
-  const Bucket& bk = buckets_[static_cast<std::size_t>(e.stage)][static_cast<std::size_t>(b)];
+  const int last = e.bucket_of_slot[static_cast<std::size_t>(slot)];
+  for (; e.next_bucket <= last; ++e.next_bucket) bucket_ready(e, buckets_[static_cast<std::size_t>(e.stage)][static_cast<std::size_t>(e.next_bucket)]);
+}
+
+void Engine::bucket_ready(Executor& e, const Bucket& bk) {
   switch (in_.parallel.dp_impl) {
     case DpImpl::ddp:
     case DpImpl::parameter_server:  // pushed to the shards as buckets fill, like DDP's all-reduces
@@ -1285,9 +1330,17 @@ StepResult Engine::result() {
   r.samples_per_s = gbatch / r.step_time_s;
   r.tokens_per_s = tm ? gbatch * static_cast<double>(r.seq) / r.step_time_s : 0.0;
   r.model_flops_per_step = model_flops_per_sample(in_.model, r.seq) * gbatch;
-  double hw_flops = 0;
-  for (const StageProgram& sp : programs_) hw_flops += sp.flops;
-  r.hardware_flops_per_step = hw_flops * lay_.tp() * lay_.cp() * lay_.dp();
+  // One FLOP convention for MFU and HFU (Korthikanti et al. 2022): hardware FLOPs are the model
+  // FLOPs plus the FLOPs of the recomputed kernels, so HFU >= MFU by construction. The kernels'
+  // own count (a causal flash-attention kernel skips the masked half) is kept beside it.
+  double kernel_flops = 0, recompute_flops = 0;
+  for (const StageProgram& sp : programs_) {
+    kernel_flops += sp.flops;
+    recompute_flops += sp.recompute_flops;
+  }
+  const double replicas = static_cast<double>(lay_.tp()) * lay_.cp() * lay_.dp();
+  r.kernel_flops_per_step = kernel_flops * replicas;
+  r.hardware_flops_per_step = r.model_flops_per_step + recompute_flops * replicas;
   const hw::GpuSpec& gpu = topo_.node_template(0).spec().gpu;
   const auto pk = gpu.peak.find(tr.precision);
   r.peak_flops_per_gpu = pk != gpu.peak.end() ? pk->second.flops_per_s() : 0.0;

@@ -100,7 +100,8 @@ struct StepResult {
   double samples_per_s = 0;
   double tokens_per_s = 0;            // 0 for CNNs
   double model_flops_per_step = 0;    // by the convention of model_flops_per_sample
-  double hardware_flops_per_step = 0; // every kernel the GPUs run, recomputation included
+  double hardware_flops_per_step = 0; // model FLOPs + recomputed kernels' FLOPs (HFU; >= model)
+  double kernel_flops_per_step = 0;   // the kernels' own count (causal flash attention: half the scores)
   double tflops_per_gpu = 0;          // model FLOPs per GPU per second, in TFLOP/s
   double mfu = 0;                     // model FLOPs utilization of the dense peak
   double hfu = 0;                     // hardware FLOPs utilization
