@@ -23,6 +23,7 @@ struct SimulateConfig {
   workloads::Prices prices;           // prices: (zero when not given)
   bool has_prices = false;
   nlohmann::json resolved;  // every setting, with the defaults that were applied
+  std::vector<std::string> notes;  // inherited defaults worth a word (from LoadContext::notes)
 };
 
 // Reads `path` (or, when `yaml_text` is given, that text, reported as `path`), applies the
