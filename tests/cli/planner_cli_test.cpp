@@ -70,7 +70,7 @@ TEST(PlannerCli, ARunThatDoesNotFitHasNoTimeToTrainOrCost) {
   const auto verdict = r.out.find("VERDICT: NOT ACHIEVABLE AS CONFIGURED");
   ASSERT_NE(verdict, std::string::npos) << r.out;
   EXPECT_LT(verdict, r.out.find("step time")) << r.out;
-  EXPECT_TRUE(has(r.out, "time to train     not achievable")) << r.out;
+  EXPECT_TRUE(has(r.out, "time to train    not achievable")) << r.out;
   EXPECT_FALSE(has(r.out, " days (")) << r.out;
   EXPECT_FALSE(has(r.out, "GPU-hours (")) << r.out;
   const auto j = nlohmann::json::parse(slurp(json)).at("result");
