@@ -1091,9 +1091,8 @@ class Fitter {
       }
       res_.residuals.push_back(summarize(ge.suite, "profile", fit_sc));
       res_.residuals.push_back(summarize(ge.suite, "defaults", def_sc));
-      // Where NCCL's tuner (as modelled) will pick an algorithm/protocol the fit never set, the
-      // fitted parameters do not apply: say at which sizes.
-      if (ge.target) continue;
+      // Where NCCL's tuner (as modelled, runs with --algo auto) will pick an algorithm/protocol
+      // the fit never set, the fitted parameters do not apply: say at which sizes.
       const auto& pairs = fitted_pairs_[ge.suite];
       std::map<std::string, std::vector<std::int64_t>> unfitted;
       std::set<std::int64_t> sizes;

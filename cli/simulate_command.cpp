@@ -1,6 +1,5 @@
 #include "cli/simulate_command.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -144,20 +143,6 @@ Expected<reports::SimulateReport> simulate_record(const config::SimulateConfig& 
   rep.run = *run;
   if (!rep.result.fits) rep.memory_fixes = workloads::memory_fixes(topo, cfg.inputs);
   rep.notes = cfg.notes;
-  // Mixed GPU kinds: the engine times every kernel on the first node's GPU, so the slower kinds'
-  // compute is not in the step (issue 17, item 8, is the fix). Say so where the figures appear.
-  std::vector<std::string> kinds;
-  for (int n = 0; n < topo.nodes(); ++n) {
-    const std::string& g = topo.node_template(n).spec().gpu.name;
-    if (std::find(kinds.begin(), kinds.end(), g) == kinds.end()) kinds.push_back(g);
-  }
-  if (kinds.size() > 1) {
-    std::string others;
-    for (std::size_t i = 1; i < kinds.size(); ++i) others += (i > 1 ? ", " : "") + kinds[i];
-    rep.notes.push_back(fmt::format("mixed GPU kinds: compute is timed on {} for every rank, so the step is a lower bound: synchronous "
-                                    "training waits for the slowest kind ({} here), whose own compute is not simulated yet",
-                                    kinds.front(), others));
-  }
   if (auto lay = workloads::Layout::make(cfg.inputs.parallel, topo.gpus())) {
     for (auto& n : workloads::settings_without_effect(cfg.inputs, *lay)) rep.notes.push_back(std::move(n));
   }

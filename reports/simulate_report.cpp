@@ -104,6 +104,16 @@ std::string render_simulate(const SimulateReport& rep) {
                      r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu, r.peak_flops_per_gpu * 1e-12, rep.precision);
   out += fmt::format("{:<16} {:.4g} model, {:.4g} with recomputation (HFU), {:.4g} by the kernels' own count\n", "FLOPs per step",
                      r.model_flops_per_step, r.hardware_flops_per_step, r.kernel_flops_per_step);
+  if (!r.kinds.empty()) {
+    out += "\nper GPU kind (every data-parallel replica simulated on its own kind; the slowest bounds the step)\n";
+    out += fmt::format("  {:<16} {:>6} {:>12} {:>12} {:>12} {:>7} {:>12}\n", "GPU", "GPUs", "compute (s)", "done at (s)", "utilization", "MFU",
+                       "peak TFLOP/s");
+    for (const auto& k : r.kinds) {
+      out += fmt::format("  {:<16} {:>6} {:>12.4f} {:>12.4f} {:>11.1f}% {:>6.1f}% {:>12.0f}\n", k.gpu, k.gpus, k.compute_s, k.end_s,
+                         100 * k.utilization, 100 * k.mfu, k.peak_flops_per_gpu * 1e-12);
+    }
+    out += "  (MFU and HFU above are against the mean peak of all the GPUs)\n";
+  }
   out += "\n";
   int critical = 0;
   for (const auto& s : r.stages) {
@@ -222,6 +232,15 @@ nlohmann::json simulate_json(const SimulateReport& rep) {
       {"symmetry_note", r.symmetry_note},
       {"simulation", {{"events", r.events}, {"collectives", r.collectives}}}};
   if (r.input.modelled) result["input"] = input_json(r.input);
+  if (!r.kinds.empty()) {
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const auto& k : r.kinds) {
+      kinds.push_back({{"gpu", k.gpu}, {"gpus", k.gpus}, {"compute_s", round_to(k.compute_s, 6)}, {"end_s", round_to(k.end_s, 6)},
+                       {"utilization", round_to(k.utilization, 4)}, {"mfu", round_to(k.mfu, 5)},
+                       {"peak_tflops_per_gpu", round_to(k.peak_flops_per_gpu * 1e-12, 3)}});
+    }
+    result["gpu_kinds"] = kinds;
+  }
   if (!r.fits) {
     nlohmann::json fixes = nlohmann::json::array();
     for (const auto& f : rep.memory_fixes) {

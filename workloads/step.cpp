@@ -238,6 +238,15 @@ class Engine {
   std::map<std::string, std::vector<std::function<void()>>> rendezvous_;
   Bytes bucket_bytes_;
   bool megatron_buckets_ = false;  // Megatron-Core's bucketing (no small first bucket)
+  // Mixed GPU kinds: the distinct kinds (node 0's first), each rank's kind, and the stage programs
+  // timed on each kind ([kind][stage]); programs are built on gpu_.
+  std::vector<const hw::GpuSpec*> kinds_;
+  std::vector<int> kind_of_rank_;
+  std::vector<std::vector<StageProgram>> kind_programs_;
+  const hw::GpuSpec* gpu_ = nullptr;
+  bool symmetric_ = true;  // in_.symmetric, false on mixed clusters
+  int kind_of(int stage, int replica) const { return kind_of_rank_[static_cast<std::size_t>(lay_.rank(Coords{0, 0, replica, stage}))]; }
+  Status check_mixed();
   double act_msg_bytes_ = 0;   // pipeline message per rank pair
   std::uint64_t collectives_ = 0;
   Time h2d_end_;               // when the step's input copies (training.data) finished
@@ -274,21 +283,29 @@ Status Engine::build() {
   if (par.zero < 0 || par.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", par.zero), "parallel.zero");
   if (!in_.symmetric && lay_.ep() > 1) return Error("symmetric: false is not supported with expert parallelism", "symmetric");
   replicas_ = in_.symmetric ? 1 : lay_.dp();
+  symmetric_ = in_.symmetric;
   if (auto st = check_dp_impl(); !st) return st;
+  if (auto st = check_mixed(); !st) return st;
   // Gradient buckets: PyTorch DDP's 25 MB unless set; Megatron-Core's max(40M, 1M x dp) parameters
   // for model-parallel layouts.
   bucket_bytes_ = par.bucket;
   // MirroredStrategy's NCCL all-reduce packs every gradient into one (num_packs = 1).
   if (par.dp_impl == DpImpl::mirrored) bucket_bytes_ = Bytes(std::numeric_limits<I>::max() / 2);
-  programs_.assign(static_cast<std::size_t>(p), StageProgram{});
-  Status st = std::visit(
-      [&](const auto& m) -> Status {
-        using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, TransformerSpec>) return build_transformer(m);
-        else return build_cnn(m);
-      },
-      in_.model);
-  if (!st) return st;
+  // One set of stage programs per GPU kind (the last built, node 0's kind, stays in programs_).
+  kind_programs_.assign(kinds_.size(), {});
+  for (std::size_t k = kinds_.size(); k-- > 0;) {
+    gpu_ = kinds_[k];
+    programs_.assign(static_cast<std::size_t>(p), StageProgram{});
+    Status st = std::visit(
+        [&](const auto& m) -> Status {
+          using M = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<M, TransformerSpec>) return build_transformer(m);
+          else return build_cnn(m);
+        },
+        in_.model);
+    if (!st) return st;
+    if (kinds_.size() > 1) kind_programs_[k] = programs_;
+  }
   build_buckets();
   execs_.clear();
   for (int s = 0; s < p; ++s) {
@@ -296,7 +313,8 @@ Status Engine::build() {
       Executor e;
       e.stage = s;
       e.replica = r;
-      e.prog = &programs_[static_cast<std::size_t>(s)];
+      e.prog = kinds_.size() > 1 ? &kind_programs_[static_cast<std::size_t>(kind_of(s, r))][static_cast<std::size_t>(s)]
+                                 : &programs_[static_cast<std::size_t>(s)];
       e.act_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
       e.gathered.assign(programs_[static_cast<std::size_t>(s)].gathers.size(), 0);
       e.grad_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
@@ -311,6 +329,39 @@ Status Engine::build() {
   return {};
 }
 
+// Mixed GPU kinds: every data-parallel replica is simulated on its own kind's programs, so that
+// synchronous steps wait for the slowest. Refused where one simulated rank would stand for GPUs
+// of different kinds (a tensor- or context-parallel group spanning kinds) or where replicas cannot
+// all be simulated (expert parallelism).
+Status Engine::check_mixed() {
+  kinds_.clear();
+  kind_of_rank_.assign(static_cast<std::size_t>(lay_.gpus()), 0);
+  for (int rank = 0; rank < lay_.gpus(); ++rank) {
+    const hw::GpuSpec& g = topo_.node_template(topo_.node_of(rank)).spec().gpu;
+    auto it = std::find_if(kinds_.begin(), kinds_.end(), [&](const hw::GpuSpec* k) { return k->name == g.name; });
+    if (it == kinds_.end()) it = kinds_.insert(kinds_.end(), &g);
+    kind_of_rank_[static_cast<std::size_t>(rank)] = static_cast<int>(it - kinds_.begin());
+  }
+  if (kinds_.size() < 2) return {};
+  if (lay_.ep() > 1) {
+    return Error("a cluster of several GPU kinds cannot be simulated with expert parallelism yet (every replica must be simulated)", "parallel.ep");
+  }
+  for (int rank = 0; rank < lay_.gpus(); ++rank) {
+    const Coords c = lay_.coords(rank);
+    const int lead = lay_.rank(Coords{0, 0, c.dp, c.pp});
+    if (kind_of_rank_[static_cast<std::size_t>(rank)] != kind_of_rank_[static_cast<std::size_t>(lead)]) {
+      return Error(fmt::format("ranks {} ({}) and {} ({}) are in one tensor/context-parallel group: such a group runs at its slowest "
+                               "GPU's pace, which dtsim does not simulate; keep tensor and context parallelism within nodes of one kind",
+                               lead, kinds_[static_cast<std::size_t>(kind_of_rank_[static_cast<std::size_t>(lead)])]->name, rank,
+                               kinds_[static_cast<std::size_t>(kind_of_rank_[static_cast<std::size_t>(rank)])]->name),
+                   "parallel");
+    }
+  }
+  replicas_ = lay_.dp();  // every replica, each on its kind
+  symmetric_ = false;
+  return {};
+}
+
 Status Engine::build_transformer(const TransformerSpec& m) {
   const TrainingSpec& tr = in_.training;
   const ParallelSpec& par = in_.parallel;
@@ -320,7 +371,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   if (m.layers < vstages_) {
     return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, vstages_ / p), "parallel.pp");
   }
-  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  const ComputeModel cm(*gpu_, in_.compute);
   if (!cm.supports(tr.precision)) {
     return Error(fmt::format("{} has no {} support", cm.gpu().name, hw::to_string(tr.precision)), "training.precision");
   }
@@ -424,7 +475,7 @@ Status Engine::build_cnn(const CnnSpec& m) {
   if (lay_.tp() != 1 || lay_.pp() != 1 || lay_.cp() != 1 || lay_.ep() != 1) {
     return Error(fmt::format("model '{}' is a CNN: only data parallelism is modelled for CNNs (tp = pp = cp = ep = 1)", m.name), "parallel");
   }
-  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  const ComputeModel cm(*gpu_, in_.compute);
   ProgramShape sh;
   sh.micro_batch = tr.micro_batch;
   sh.precision = tr.precision;
@@ -480,7 +531,11 @@ void Engine::build_buckets() {
   slot_bucket_.assign(programs_.size(), {});
   const double gb = hw::dtype_bytes(in_.training.grad_dtype);
   const double cap = bucket_bytes_.as_double();
-  const double first_cap = megatron_buckets_ ? cap : std::min(cap, static_cast<double>(Bytes::MiB(1).count()));
+  // The small first bucket is PyTorch DDP's (ddp, and its no-overlap baseline); MirroredStrategy
+  // and the parameter server bucket by the cap alone.
+  const DpImpl impl = in_.parallel.dp_impl;
+  const bool pytorch = !megatron_buckets_ && (impl == DpImpl::ddp || impl == DpImpl::no_overlap);
+  const double first_cap = pytorch ? std::min(cap, static_cast<double>(Bytes::MiB(1).count())) : cap;
   for (std::size_t s = 0; s < programs_.size(); ++s) {
     auto& bs = buckets_[s];
     const auto& slots = programs_[s].grad_slots;
@@ -569,7 +624,7 @@ std::vector<std::vector<int>> Engine::groups(CommGroup g, int stage, int replica
       }
     }
   }
-  if (!in_.symmetric) return mine;
+  if (!symmetric_) return mine;
   for (auto& grp : all) {
     if (keep_copy(grp, rep_ranks)) mine.push_back(std::move(grp));
   }
@@ -623,7 +678,7 @@ const Collective& Engine::p2p(int from_stage, int to_stage, int replica, Bytes b
           mine.emplace_back(a, b);
           rep.push_back(a);
           rep.push_back(b);
-        } else if (in_.symmetric) {
+        } else if (symmetric_) {
           others.emplace_back(a, b);
         }
       }
@@ -1238,7 +1293,7 @@ void Engine::tie_embeddings(Executor& e) {
     for (int t = 0; t < lay_.tp(); ++t) {
       for (int c = 0; c < lay_.cp(); ++c) {
         for (int d = 0; d < lay_.dp(); ++d) {
-          if (!in_.symmetric && d != replica) continue;
+          if (!symmetric_ && d != replica) continue;
           gs.push_back({lay_.rank(Coords{t, c, d, 0}), lay_.rank(Coords{t, c, d, lay_.pp() - 1})});
         }
       }
@@ -1261,7 +1316,7 @@ void Engine::optimizer_step(Executor& e) {
   const double shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.dp()) : 1.0;
   const double expert_shard = in_.parallel.zero >= 1 ? std::max(1.0, shard / lay_.ep()) : 1.0;
   const double params = e.prog->dense_params / shard + e.prog->expert_params / expert_shard;
-  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  const ComputeModel cm(kinds_.size() > 1 ? *kinds_[static_cast<std::size_t>(kind_of(e.stage, e.replica))] : *kinds_.front(), in_.compute);
   block(e, TimeKind::optimizer);
   sim_.schedule_in(cm.kernel_time(memory_op("optimizer", params * per_param)), [this, &e] {
     record(e, TimelineEvent::Track::compute, e.wait_start, "optimizer step",
@@ -1341,9 +1396,31 @@ StepResult Engine::result() {
   const double replicas = static_cast<double>(lay_.tp()) * lay_.cp() * lay_.dp();
   r.kernel_flops_per_step = kernel_flops * replicas;
   r.hardware_flops_per_step = r.model_flops_per_step + recompute_flops * replicas;
-  const hw::GpuSpec& gpu = topo_.node_template(0).spec().gpu;
-  const auto pk = gpu.peak.find(tr.precision);
-  r.peak_flops_per_gpu = pk != gpu.peak.end() ? pk->second.flops_per_s() : 0.0;
+  const auto peak_of = [&](const hw::GpuSpec& g) {
+    const auto pk = g.peak.find(tr.precision);
+    return pk != g.peak.end() ? pk->second.flops_per_s() : 0.0;
+  };
+  // Mixed kinds: the mean peak over the GPUs, so that MFU is against the cluster's total peak.
+  double peak_sum = 0;
+  for (int rank = 0; rank < lay_.gpus(); ++rank) peak_sum += peak_of(*kinds_[static_cast<std::size_t>(kind_of_rank_[static_cast<std::size_t>(rank)])]);
+  r.peak_flops_per_gpu = peak_sum / lay_.gpus();
+  if (kinds_.size() > 1) {
+    for (std::size_t k = 0; k < kinds_.size(); ++k) {
+      KindReport kr;
+      kr.gpu = kinds_[k]->name;
+      for (int rank : kind_of_rank_) kr.gpus += rank == static_cast<int>(k) ? 1 : 0;
+      kr.peak_flops_per_gpu = peak_of(*kinds_[k]);
+      for (const Executor& e : execs_) {
+        if (kind_of(e.stage, e.replica) != static_cast<int>(k)) continue;
+        kr.compute_s = std::max(kr.compute_s, e.time[static_cast<std::size_t>(TimeKind::compute)]);
+        kr.end_s = std::max(kr.end_s, e.end.seconds());
+      }
+      kr.utilization = r.step_time_s > 0 ? kr.compute_s / r.step_time_s : 0.0;
+      // Every GPU does the same model work per step (the layout splits it evenly).
+      if (kr.peak_flops_per_gpu > 0) kr.mfu = r.model_flops_per_step / r.gpus / (r.step_time_s * kr.peak_flops_per_gpu);
+      r.kinds.push_back(kr);
+    }
+  }
   r.tflops_per_gpu = r.model_flops_per_step / r.step_time_s / r.gpus * 1e-12;
   if (r.peak_flops_per_gpu > 0) {
     r.mfu = r.model_flops_per_step / (r.step_time_s * r.gpus * r.peak_flops_per_gpu);
@@ -1373,7 +1450,12 @@ StepResult Engine::result() {
     mi.expert_dp = std::max(1, lay_.dp() / lay_.ep());
     mi.activations = sp.activation_bytes;
     if (in_.parallel.zero >= 3) mi.gathered_params = 2.0 * sp.dense_params / std::max(1, sp.layers);
-    const int rank = lay_.rank(Coords{0, 0, 0, s});
+    // The stage's smallest GPU (clusters of several kinds may differ in memory).
+    int rank = lay_.rank(Coords{0, 0, 0, s});
+    for (int d = 1; d < lay_.dp(); ++d) {
+      const int other = lay_.rank(Coords{0, 0, d, s});
+      if (topo_.node_template(topo_.node_of(other)).spec().gpu.memory < topo_.node_template(topo_.node_of(rank)).spec().gpu.memory) rank = other;
+    }
     const Bytes capacity = topo_.node_template(topo_.node_of(rank)).spec().gpu.memory;
     st.memory = stage_memory(mi, tr, in_.parallel.zero, in_.memory, capacity);
     if (st.memory.total > r.peak_memory.total) r.peak_memory = st.memory;
@@ -1384,9 +1466,9 @@ StepResult Engine::result() {
     }
     r.stages.push_back(st);
   }
-  r.symmetric = in_.symmetric;
+  r.symmetric = symmetric_;
   const int tpcp = lay_.tp() * lay_.cp();
-  if (in_.symmetric && (lay_.dp() > 1 || tpcp > 1)) {
+  if (symmetric_ && (lay_.dp() > 1 || tpcp > 1)) {
     std::string who;
     if (lay_.dp() > 1) who = fmt::format("1 of {} data-parallel replicas", lay_.dp());
     if (tpcp > 1) who += fmt::format("{}1 of {} tensor/context-parallel ranks", who.empty() ? "" : " and ", tpcp);

@@ -242,6 +242,37 @@ TEST(PlannerCli, ASweepReportsEveryProblemAtOnce) {
   EXPECT_TRUE(has(r.out, "unknown axis 'parallel.tpp'")) << r.out;
 }
 
+TEST(PlannerCli, AMixedClusterIsBoundedByItsSlowestGpuKind) {
+  // GPT-3 1.3B, dp 32, on 2 DGX H100 + 2 DGX A100 (examples/clusters/mixed-h100-a100.yaml: one
+  // NDR fat-tree) against the same job on 4 DGX A100 on the same fabric: synchronous data
+  // parallelism waits for the A100s, so the two steps agree within a few percent; all-H100 is
+  // far faster. It was 0.10 s (the H100 pace) before.
+  const std::string job = "model: gpt3-1.3b\ntraining: {global_batch: 64, micro_batch: 2}\n";
+  const std::string mixed = write("mixed.yaml", "cluster: " + std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/mixed-h100-a100.yaml\n" + job);
+  const std::string a100 = write("a100.yaml", "cluster: {node: dgx-a100-80g, nodes: 4, fabric: {kind: fat-tree, nic: ib-ndr, radix: 64}}\n" + job);
+  const std::string h100 = write("h100.yaml", "cluster: {node: dgx-h100, nodes: 4, fabric: {kind: fat-tree, nic: ib-ndr, radix: 64}}\n" + job);
+  std::map<std::string, nlohmann::json> res;
+  for (const auto& [name, f] : {std::pair{"mixed", mixed}, std::pair{"a100", a100}, std::pair{"h100", h100}}) {
+    const std::string json = temp(std::string(name) + "-kinds.json");
+    const Result r = run("simulate " + f + " --json " + json);
+    ASSERT_EQ(r.code, 0) << r.out;
+    res[name] = nlohmann::json::parse(slurp(json)).at("result");
+  }
+  const double m = res["mixed"].at("step_time_s").get<double>(), a = res["a100"].at("step_time_s").get<double>(),
+               h = res["h100"].at("step_time_s").get<double>();
+  EXPECT_NEAR(m / a, 1.0, 0.05) << m << " " << a;
+  EXPECT_GT(m, 1.5 * h) << m << " " << h;
+  const auto kinds = res["mixed"].at("gpu_kinds");
+  ASSERT_EQ(kinds.size(), 2u);
+  EXPECT_EQ(kinds[0].at("gpus").get<int>(), 16);
+  EXPECT_EQ(kinds[1].at("gpus").get<int>(), 16);
+  EXPECT_LT(kinds[0].at("compute_s").get<double>(), kinds[1].at("compute_s").get<double>());  // H100 computes faster
+  // A tensor-parallel group across kinds cannot be simulated faithfully: refused.
+  const Result tp = run("simulate " + mixed + " --set parallel.tp=2 --set parallel.order=dp-tp-cp-pp");
+  EXPECT_EQ(tp.code, 2) << tp.out;
+  EXPECT_TRUE(has(tp.out, "in one tensor/context-parallel group")) << tp.out;
+}
+
 TEST(PlannerCli, FitInfersTheRankCountFromTheBandwidths) {
   // The published A100 log with its '#  Rank' lines cut, as people paste just the table:
   // busbw / algbw = 1.75 = 2(n-1)/n gives n = 8.
