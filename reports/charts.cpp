@@ -174,7 +174,7 @@ Status throughput_charts(const json& doc, std::vector<Chart>& out) {
   t.name = "throughput";
   t.title = "Throughput against GPU count";
   t.caption = "Simulated throughput per series (rows that differ only in GPU count), with the ideal linear line from the smallest run.";
-  auto svg = run_gnuplot(header(t.title) + data + fmt::format("set logscale x 2\nset xlabel 'GPUs'\nset ylabel {}\nset yrange [0:*]\nset format y '%.3s%c'\nplot {}\n", q(unit), plot));
+  auto svg = run_gnuplot(header(t.title) + data + fmt::format("set logscale x 2\nset xlabel 'GPUs'\nset ylabel {}\nset yrange [0:*]\nset format y '%.1s%c'\nplot {}\n", q(unit), plot));
   if (!svg) return svg.error();
   t.svg = *svg;
   out.push_back(t);
@@ -410,7 +410,7 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
         data += block("p", top);
         plot += ", $p using 1:2 with points pt 5 ps 2 lc rgb '#e15759' title 'recommended'";
       }
-      auto svg = run_gnuplot(header(c.title) + data + "set xlabel 'days to train'\nset ylabel 'cost'\nset format y '%.3s%c'\nplot " + plot + "\n");
+      auto svg = run_gnuplot(header(c.title) + data + "set xlabel 'days to train'\nset ylabel 'cost'\nset format y '%.1s%c'\nplot " + plot + "\n");
       if (!svg) return svg.error();
       c.svg = *svg;
       out.push_back(c);

@@ -288,6 +288,20 @@ TEST(PlannerCli, FitInfersTheRankCountFromTheBandwidths) {
   EXPECT_FALSE(has(r.out, "params: {}")) << r.out;
 }
 
+TEST(PlannerCli, FitSaysWhatItCoversAndWarnsWhereTheTunerLeavesIt) {
+  // The H100 log measured with NVLS, fitted as ring data: runs with --algo auto would use NVLS
+  // at large sizes, which this fit never set.
+  const Result r = run("fit --nccl-tests " + std::string(DTSIM_SOURCE_DIR) + "/data/calibration/published/all_reduce_perf-h100-nvls.log "
+                       "--algo ring -o " + temp("ring-profile.yaml"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto error = r.out.find("error of the written profile");
+  ASSERT_NE(error, std::string::npos) << r.out;
+  EXPECT_LT(error, r.out.find("fitted parameters")) << r.out;
+  EXPECT_TRUE(has(r.out, "WARNING: nccl.allreduce.8x1: with --algo auto the tuner picks nvls/Simple")) << r.out;
+  EXPECT_TRUE(has(r.out, "comm.ring.LL.base_latency")) << r.out;
+  EXPECT_TRUE(has(r.out, "nccl.allreduce.8x1 ring/LL")) << r.out;
+}
+
 TEST(PlannerCli, FitRefusesALogWhoseRankCountCannotBeKnown) {
   // Broadcast: busbw = algbw whatever the rank count.
   const std::string log = write("broadcast_perf.log",
