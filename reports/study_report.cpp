@@ -188,14 +188,23 @@ std::vector<std::pair<std::string, std::string>> setup_items(const json& doc) {
   if (!setup.value("model", json()).is_null()) out.emplace_back("Model", text(setup["model"]));
   if (!setup.value("precision", json()).is_null()) out.emplace_back("Precision", text(setup["precision"]));
   std::string hw;
-  const json& hws = member(setup, "hardware");
+  // Each cluster as nodes, GPUs, fabric kind and NICs: the switch counts (results.csv keeps them)
+  // made the line unreadable.
+  std::vector<std::string> hws;
+  for (const auto& h : member(setup, "hardware")) {
+    std::string b = text(h);
+    const std::size_t semi = b.find("; ");
+    const std::size_t colon = b.find(": ", semi == std::string::npos ? 0 : semi);
+    if (colon != std::string::npos) b = b.substr(0, colon);
+    if (std::find(hws.begin(), hws.end(), b) == hws.end()) hws.push_back(b);
+  }
   for (std::size_t i = 0; i < hws.size(); ++i) {
     // Long lists (one cluster per GPU count): the first two and the last.
     if (hws.size() > 4 && i >= 2 && i + 1 < hws.size()) {
-      if (i == 2) hw += "; ...";
+      if (i == 2) hw += " | ...";
       continue;
     }
-    hw += (hw.empty() ? "" : "; ") + text(hws[i]);
+    hw += (hw.empty() ? "" : " | ") + hws[i];
   }
   if (!hw.empty()) out.emplace_back("Hardware", hw);
   if (is_plan(doc)) {

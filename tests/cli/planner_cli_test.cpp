@@ -121,6 +121,28 @@ TEST(PlannerCli, SweepRowsThatDoNotFitAreMarkedAndHaveNoTime) {
   const Result r = run("sweep " + sweep + " -o " + out + ".jsonl --no-progress");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "not achievable")) << r.out;
+  // The row keeps the first clause; the whole message is below the table, not cut mid-sentence.
+  EXPECT_TRUE(has(r.out, "oom (see [1] below)")) << r.out;
+  EXPECT_TRUE(has(r.out, "[1] oom: out of memory: rank 0 (pipeline stage 0) needs 223.2 GiB but its GPU has 80.0 GiB")) << r.out;
+}
+
+TEST(PlannerCli, ReportsHaveOneGpusColumnSharesAndAShortHardwareLine) {
+  const std::string sweep = write("scaling.yaml",
+                                  "base:\n  cluster: {node: dgx-h100, nodes: 1}\n  model: gpt3-1.3b\n  training: {global_batch: 64, micro_batch: 1}\n"
+                                  "axes:\n  gpus: [8, 16]\n");
+  const std::string dir = temp("scaling-report");
+  const Result r = run("sweep " + sweep + " -o " + temp("scaling.jsonl") + " --no-progress --report " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string csv = slurp(dir + "/results.csv");
+  const std::string head = csv.substr(0, csv.find('\n'));
+  EXPECT_EQ(head.find(",gpus,"), head.rfind(",gpus,")) << head;  // one gpus column
+  EXPECT_TRUE(std::filesystem::exists(dir + "/breakdown-share.svg"));
+  const std::string md = slurp(dir + "/report.md");
+  EXPECT_TRUE(has(md, "1 x dgx-h100 = 8 GPUs; single node, no fabric | 2 x dgx-h100 = 16 GPUs; rail-optimized fabric, 8 x ib-ndr per node")) << md;
+  EXPECT_FALSE(has(md, "spine")) << md;
+  // "1 micro-batch", not "1 micro-batches".
+  const Result one = run("simulate " + example("gpt2-single-gpu.yaml") + " --set training.micro_batch=128");
+  EXPECT_TRUE(has(one.out, "; 1 micro-batch per pipeline per step")) << one.out;
 }
 
 TEST(PlannerCli, HfuIsNeverBelowMfu) {
