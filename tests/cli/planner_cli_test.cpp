@@ -145,6 +145,18 @@ TEST(PlannerCli, ReportsHaveOneGpusColumnSharesAndAShortHardwareLine) {
   EXPECT_TRUE(has(one.out, "; 1 micro-batch per pipeline per step")) << one.out;
 }
 
+TEST(PlannerCli, APlanSaysWhenATieIsASettingWithoutEffect) {
+  // Selective recomputation and none are one configuration under flash attention: the plan used
+  // to list them as a tie without saying why.
+  const std::string spec = write("tie.yaml",
+                                 "model: gpt3-1.3b\ntraining: {global_batch: 16, seq_len: 2048, tokens: 1.0e10}\n"
+                                 "hardware:\n  - {name: H100, cluster: dgx-h100, gpus: [16], price_per_gpu_hour: 2.5}\n"
+                                 "search: {tp: [1], pp: [1], micro_batch: [1], zero: [1], recompute: [none, selective], schedule: [1f1b], simulate_top: 2}\n");
+  const Result r = run("plan " + spec);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "the same configuration: selective recomputation has no effect with flash attention")) << r.out;
+}
+
 TEST(PlannerCli, HfuIsNeverBelowMfu) {
   // Llama-3-8B at 8k tokens (causal attention, flash) was MFU 66.7%, HFU 60.5%.
   for (const std::string& args : {example("llama3-8b-long-context.yaml"), example("gpt2-single-gpu.yaml"),
