@@ -153,14 +153,65 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
   return {};
 }
 
+namespace {
+
+// The rank count a table's bus and algorithm bandwidths imply. nccl-tests (doc/PERFORMANCE.md)
+// reports busbw = algbw x 2(n-1)/n for all-reduce and algbw x (n-1)/n for all-gather,
+// reduce-scatter and all-to-all, so n = 2 / (2 - r) and 1 / (1 - r) with r = busbw / algbw (the
+// median over the rows, as the figures are rounded). Broadcast, reduce and send/receive have
+// r = 1 whatever n: nothing to infer. Nullopt unless n comes out within 2% of a whole number.
+std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op) {
+  double k = 0;  // r = k (n - 1) / n
+  if (op == CollOp::allreduce) k = 2;
+  else if (op == CollOp::allgather || op == CollOp::reducescatter || op == CollOp::alltoall) k = 1;
+  else return std::nullopt;
+  std::vector<double> ratios;
+  for (const auto& row : t.rows) {
+    for (const auto* f : {&row.out_of_place, &row.in_place}) {
+      // Small sizes print bandwidths with two decimals only: use rows where both are large.
+      if (f->algbw_GBps && f->busbw_GBps && *f->algbw_GBps >= 1.0) ratios.push_back(*f->busbw_GBps / *f->algbw_GBps);
+    }
+  }
+  if (ratios.empty()) return std::nullopt;
+  std::sort(ratios.begin(), ratios.end());
+  const double r = ratios[ratios.size() / 2];
+  if (r >= k - 1e-9) return std::nullopt;
+  const double n = k / (k - r);
+  const double whole = std::round(n);
+  if (whole < 1 || std::abs(n - whole) > 0.02 * whole) return std::nullopt;
+  return static_cast<int>(whole);
+}
+
+}  // namespace
+
 Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput& in) {
   d.inputs.push_back(log.path);
   int ranks = in.ranks.value_or(log.ranks_count());
-  if (ranks == 0 && log.nthread > 0 && log.ngpus > 0) ranks = log.nthread * log.ngpus;  // one process, no Rank lines
-  if (ranks <= 0) {
-    return Error(fmt::format("{}: the log has no '#  Rank' lines; say how many GPUs took part with --ranks", log.path));
+  if (ranks == 0) {
+    // No '#  Rank' lines (a pasted table): the bandwidth ratio says how many GPUs took part; the
+    // settings line's nThread x nGpus counts one process's GPUs only (MPI runs have one each).
+    std::optional<int> inferred;
+    for (const auto& t : log.tables) {
+      const auto op = in.op ? in.op : t.op;
+      if (op && !inferred) inferred = ranks_from_bandwidths(t, *op);
+    }
+    if (inferred) {
+      ranks = *inferred;
+      d.notes.push_back(fmt::format("{}: no '#  Rank' lines; {} ranks inferred from busbw / algbw (pass --ranks to override)", log.path, ranks));
+    } else if (log.nthread > 0 && log.ngpus > 0 && log.nthread * log.ngpus > 1) {
+      ranks = log.nthread * log.ngpus;  // one process driving several GPUs
+    } else {
+      return Error(fmt::format("{}: the log has no '#  Rank' lines and its bandwidths do not tell how many GPUs took part; give "
+                               "--ranks N (and --nodes M)",
+                               log.path));
+    }
   }
   const int nodes = in.nodes.value_or(log.nodes_count());
+  if (log.ranks.empty() && !in.nodes && ranks > 1) {
+    d.notes.push_back(fmt::format("{}: without '#  Rank' lines the node count is unknown and taken as {}; pass --nodes if the {} ranks "
+                                  "spanned several nodes",
+                                  log.path, nodes, ranks));
+  }
   if (d.device_name.empty() && !log.ranks.empty()) {
     d.device_name = log.ranks.front().gpu;
     d.device["name"] = d.device_name;
@@ -895,10 +946,17 @@ class Fitter {
             const double k = (*t1 - *l0) / hi;
             const double e = get_knob(state_, bw, *sim);
             if (k > 0) {
-              const double ne = std::clamp(e * k / re.line.beta, 1e-3, 1.0);
+              const double want = e * k / re.line.beta;
+              const double ne = std::clamp(want, 1e-3, 1.0);
+              if (ne != want && round == 0) {
+                res_.notes.push_back(fmt::format("{} {}: {} would need {:.4g} to match the measured bandwidth, clamped to {:.4g} (the "
+                                                 "measurements are {} than the model allows: check the node preset and the rank count)",
+                                                 suite, pair, bw.profile_name(), want, ne, want > 1.0 ? "faster" : "slower"));
+              }
               change = std::max(change, std::fabs(ne - e) / e);
               set_knob(state_, bw, ne);
               note_set(set_here, bw);
+              covered(suite, pair, bw);
             }
           }
           if (lat.valid() && claim(lat, suite, pair)) {
@@ -915,6 +973,7 @@ class Fitter {
               change = std::max(change, std::fabs(nx - x) / std::max(x, 1e-7));
               set_knob(state_, lat, nx);
               note_set(set_here, lat);
+              covered(suite, pair, lat);
             }
           }
         }
@@ -926,6 +985,14 @@ class Fitter {
     out["knobs"] = knobs;
     comm_groups_.push_back(GroupEval{suite, g, is_held, target});
     return out;
+  }
+
+  // Which algorithm/protocol pairs of which suite each fitted parameter was fitted for.
+  void covered(const std::string& suite, const std::string& pair, const Knob& k) {
+    fitted_pairs_[suite].insert(pair);
+    auto& c = res_.coverage[k.profile_name()];
+    const std::string what = suite + " " + pair;
+    if (c.find(what) == std::string::npos) c += (c.empty() ? "" : ", ") + what;
   }
 
   bool claim(const Knob& k, const std::string& suite, const std::string& pair) {
@@ -1001,6 +1068,24 @@ class Fitter {
       }
       res_.residuals.push_back(summarize(ge.suite, "profile", fit_sc));
       res_.residuals.push_back(summarize(ge.suite, "defaults", def_sc));
+      // Where NCCL's tuner (as modelled, runs with --algo auto) will pick an algorithm/protocol
+      // the fit never set, the fitted parameters do not apply: say at which sizes.
+      const auto& pairs = fitted_pairs_[ge.suite];
+      std::map<std::string, std::vector<std::int64_t>> unfitted;
+      std::set<std::int64_t> sizes;
+      for (std::size_t idx : ge.g.idx) sizes.insert(d_.collectives[idx].bytes);
+      for (std::int64_t bytes : sizes) {
+        std::string chosen;
+        auto t = (*sim)->time(written, ge.g.op, bytes, std::nullopt, std::nullopt, &chosen);
+        if (!t || chosen.empty() || pairs.count(chosen)) continue;
+        unfitted[chosen].push_back(bytes);
+      }
+      for (const auto& [pair, at] : unfitted) {
+        res_.warnings.push_back(fmt::format("{}: with --algo auto the tuner picks {}, which this fit did not set, at {} of the measured sizes "
+                                            "({} B to {} B): the profile's defaults apply there; pass --algo to the fit and to the runs, "
+                                            "or add measurements of {}",
+                                            ge.suite, pair, at.size(), at.front(), at.back(), pair));
+      }
     }
     json rj = json::array();
     for (const auto& r : res_.residuals) rj.push_back(residual_json(r));
@@ -1034,6 +1119,7 @@ class Fitter {
   std::vector<bool> gemm_held_;
   CommState state_;
   std::map<std::string, std::string> owner_;  // knob -> the group and pair that set it
+  std::map<std::string, std::set<std::string>> fitted_pairs_;  // suite -> "ring/LL", ... it fitted
   std::vector<GroupEval> comm_groups_;
 };
 

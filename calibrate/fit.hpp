@@ -130,6 +130,10 @@ struct FitResult {
   nlohmann::json fit = nlohmann::json::object();     // the profile's free-form fit: section
   nlohmann::json source = nlohmann::json::object();  // the profile's free-form source: section
   std::vector<std::string> notes;
+  // Fitted parameter -> the suites and algorithm/protocol pairs it was fitted for.
+  std::map<std::string, std::string> coverage;
+  // Where the fitted profile will not apply (the tuner picks pairs the fit did not set).
+  std::vector<std::string> warnings;
 };
 
 Expected<FitResult> fit_profile(const Dataset& d, const FitOptions& o);

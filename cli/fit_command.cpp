@@ -133,7 +133,8 @@ int run(const Options& o) {
     return kExitFailure;
   }
   if (!o.json.empty()) {
-    nlohmann::json j{{"params", fit->params}, {"links", fit->link_efficiency}, {"fit", fit->fit}, {"source", fit->source}};
+    nlohmann::json j{{"params", fit->params}, {"links", fit->link_efficiency}, {"fit", fit->fit}, {"source", fit->source},
+                     {"coverage", fit->coverage}, {"warnings", fit->warnings}};
     if (auto st = reports::write_file_atomic(o.json, j.dump(2) + "\n"); !st) {
       print_error(st.error().message);
       return kExitFailure;
@@ -145,9 +146,25 @@ int run(const Options& o) {
   if (!data.device_name.empty()) std::printf("device: %s; presets: gpu %s, node %s\n", data.device_name.c_str(),
                                              fit->gpu_preset.empty() ? "-" : fit->gpu_preset.c_str(),
                                              fit->node_preset.empty() ? "-" : fit->node_preset.c_str());
-  std::printf("\nfitted parameters:\n");
-  for (const auto& [name, value] : fit->params) std::printf("  %-44s %s\n", name.c_str(), value.c_str());
-  for (const auto& [name, eff] : fit->link_efficiency) std::printf("  %-44s %.4f\n", ("links." + name + ".efficiency").c_str(), eff);
+  // The profile's own error first: it is what a simulation with the profile will show.
+  bool headline = false;
+  for (const auto& s : fit->residuals) {
+    if (s.model != "profile") continue;
+    if (!headline) std::printf("\nerror of the written profile (what dtsim will show), |model - measured| / measured:\n");
+    headline = true;
+    std::printf("  %-32s median %.1f%%, worst %.1f%%%s\n", s.suite.c_str(), 100 * s.median, 100 * s.worst,
+                s.worst_where.empty() ? "" : fmt::format(" (at {})", s.worst_where).c_str());
+  }
+  for (const auto& w : fit->warnings) std::printf("  WARNING: %s\n", w.c_str());
+  std::printf("\nfitted parameters (and the algorithm/protocol pairs each was fitted for):\n");
+  for (const auto& [name, value] : fit->params) {
+    const auto cov = fit->coverage.find(name);
+    std::printf("  %-44s %-12s %s\n", name.c_str(), value.c_str(), cov != fit->coverage.end() ? cov->second.c_str() : "");
+  }
+  for (const auto& [name, eff] : fit->link_efficiency) {
+    const auto cov = fit->coverage.find("links." + name + ".efficiency");
+    std::printf("  %-44s %-12.4f %s\n", ("links." + name + ".efficiency").c_str(), eff, cov != fit->coverage.end() ? cov->second.c_str() : "");
+  }
   const std::string held = o.holdout >= 2 ? fmt::format("on held-out points (1 in {} of each suite, by size)", o.holdout)
                                           : std::string("on the fitted points (--holdout 0: nothing held out)");
   std::printf("\nresiduals of the time, (model - measured) / measured, %s:\n%s", held.c_str(), calibrate::residual_table(*fit).c_str());

@@ -15,6 +15,7 @@
 #include "reports/output.hpp"
 #include "reports/simulate_report.hpp"
 #include "reports/trace.hpp"
+#include "workloads/notes.hpp"
 
 namespace dtsim::cli {
 
@@ -157,6 +158,11 @@ Expected<reports::SimulateReport> simulate_record(const config::SimulateConfig& 
   auto run = workloads::estimate_run(rep.result, cfg.inputs.training.global_batch, cfg.budget, cfg.power, cfg.prices, topo.nodes());
   if (!run) return run.error();
   rep.run = *run;
+  if (!rep.result.fits) rep.memory_fixes = workloads::memory_fixes(topo, cfg.inputs);
+  rep.notes = cfg.notes;
+  if (auto lay = workloads::Layout::make(cfg.inputs.parallel, topo.gpus())) {
+    for (auto& n : workloads::settings_without_effect(cfg.inputs, *lay)) rep.notes.push_back(std::move(n));
+  }
   return rep;
 }
 

@@ -135,7 +135,10 @@ std::optional<hw::LinkType> HardwareLoader::link_type(MapReader& r, const std::s
     for (const auto& [k, v] : links_) names.push_back(k);
     for (const auto& [k, v] : aliases_) names.push_back(k);
     const std::string hint = closest(n.Scalar(), names);
-    r.error(key, fmt::format("unknown link type '{}'{}", n.Scalar(), hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+    std::string known;
+    for (const auto& [k, v] : links_) known += (known.empty() ? "" : ", ") + k;
+    r.error(key, fmt::format("unknown link type '{}'{}; the link types are: {} (or a {{kind, bandwidth, latency}} mapping)", n.Scalar(),
+                             hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint), known));
     return std::nullopt;
   }
   return it->second;
@@ -362,8 +365,20 @@ std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {
   YAML::Node nodes = r.node("nodes");
   if (nodes.IsDefined() && nodes.IsSequence()) {
     // Heterogeneous: nodes: [{node, count, gpus_per_node}, ...]
-    if (r.has("node")) r.error("node", "give either node + nodes: N, or a list under nodes, not both");
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
+    bool all_maps = nodes.size() > 0;
+    for (std::size_t i = 0; i < nodes.size(); ++i) all_maps = all_maps && nodes[i].IsMap();
+    if (r.has("node")) {
+      r.node("node");  // the one error below names both keys
+      if (all_maps) {
+        r.error("node", "give either node + nodes: N, or a list under nodes, not both");
+      } else {
+        r.error("nodes", "with node: give the number of nodes as a number (nodes: 2); a list under nodes is for clusters of several "
+                         "node kinds (nodes: [{node: dgx-h100, count: 2}, {node: dgx-a100, count: 2}])");
+      }
+    } else if (nodes.size() == 0) {
+      r.error("nodes", "the list of nodes is empty: give node: KIND with nodes: N, or a list such as [{node: dgx-h100, count: 2}]");
+    }
+    for (std::size_t i = 0; i < nodes.size() && !r.has("node"); ++i) {
       MapReader g(nodes[i], fmt::format("{}[{}]", r.field("nodes"), i), r.file(), ctx_);
       hw::NodeGroup grp;
       if (auto ns = node(g, "node")) grp.node = *ns;
@@ -372,7 +387,6 @@ std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {
       g.finish();
       c.groups.push_back(grp);
     }
-    if (nodes.size() == 0) r.error("nodes", "the list of nodes is empty");
   } else {
     hw::NodeGroup grp;
     if (auto ns = node(r, "node")) grp.node = *ns;
@@ -384,9 +398,22 @@ std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {
   if (!c.groups.empty() && c.groups.front().node.reference_fabric) base = *c.groups.front().node.reference_fabric;
   if (auto f = r.map("fabric")) {
     if (auto fs = fabric(*f, base)) c.fabric = *fs;
+    // A NIC kind given without its count keeps the node's count, which belongs to the node's own
+    // NICs (8 ConnectX-7 on a DGX H100): say so, as it decides the data-parallel bandwidth.
+    if (f->has("nic") && !f->has("nics_per_node") && c.fabric.nic && !c.groups.empty()) {
+      const hw::NodeSpec& ns = c.groups.front().node;
+      const int count = c.fabric.nics_per_node > 0 ? c.fabric.nics_per_node : ns.nics;
+      if (!ns.nic || ns.nic->name != c.fabric.nic->name) {
+        ctx_.notes.push_back(fmt::format("{}: '{}' replaces the NICs of node '{}' but nics_per_node is not given, so the node's count "
+                                         "is inherited: {} x {} per node; set {} if the nodes have fewer",
+                                         f->field("nic"), c.fabric.nic->name, ns.name, count, c.fabric.nic->name, f->field("nics_per_node")));
+      }
+    }
   } else {
     const bool single_node = c.groups.size() == 1 && c.groups.front().count == 1;
-    if (c.groups.size() > 1) r.error_here("a cluster with several node kinds needs a fabric: mapping");
+    if (c.groups.empty()) {
+      // an empty or misplaced node list, reported above
+    } else if (c.groups.size() > 1) r.error_here("a cluster with several node kinds needs a fabric: mapping");
     else if (!single_node && c.groups.front().node.reference_fabric == std::nullopt && !c.groups.front().node.name.empty()) {
       r.error_here(fmt::format("node '{}' has no reference_fabric; give a fabric: mapping", c.groups.front().node.name));
     }

@@ -290,16 +290,66 @@ std::optional<MapReader> MapReader::map(const std::string& key, bool required) {
   return r;
 }
 
+namespace {
+
+// Names other tools give to dtsim's keys (Megatron-LM, DeepSpeed, PyTorch, Hugging Face), so that an
+// unknown key is answered with the key meant rather than the nearest spelling.
+const std::map<std::string, std::string>& key_aliases() {
+  static const std::map<std::string, std::string> a = {
+      {"tensor_parallel", "tp"}, {"tensor_model_parallel_size", "tp"}, {"tensor_parallel_size", "tp"}, {"tp_size", "tp"},
+      {"pipeline_parallel", "pp"}, {"pipeline_model_parallel_size", "pp"}, {"pipeline_parallel_size", "pp"}, {"pp_size", "pp"},
+      {"data_parallel", "dp"}, {"data_parallel_size", "dp"}, {"dp_size", "dp"},
+      {"context_parallel", "cp"}, {"context_parallel_size", "cp"}, {"cp_size", "cp"},
+      {"expert_parallel", "ep"}, {"expert_model_parallel_size", "ep"}, {"expert_parallel_size", "ep"}, {"ep_size", "ep"},
+      {"zero_stage", "zero"}, {"zero_optimization", "zero"}, {"fsdp", "zero"},
+      {"micro_batch_size", "micro_batch"}, {"train_micro_batch_size_per_gpu", "micro_batch"}, {"micro_batch_per_gpu", "micro_batch"},
+      {"global_batch_size", "global_batch"}, {"train_batch_size", "global_batch"}, {"batch_size", "global_batch"},
+      {"seq_length", "seq_len"}, {"sequence_length", "seq_len"}, {"seqlen", "seq_len"}, {"max_seq_len", "seq_len"},
+      {"bucket_cap_mb", "bucket"}, {"bucket_size", "bucket"},
+      {"recompute_granularity", "recompute"}, {"activation_checkpointing", "recompute"}, {"gradient_checkpointing", "recompute"},
+      {"num_nodes", "nodes"}, {"dtype", "precision"}, {"mixed_precision", "precision"},
+      {"virtual_pipeline_model_parallel_size", "virtual_stages"}, {"pipeline_schedule", "schedule"}};
+  return a;
+}
+
+// The top-level section of a simulate configuration each of these keys lives in.
+const std::map<std::string, std::string>& key_sections() {
+  static const std::map<std::string, std::string> s = {
+      {"global_batch", "training"}, {"micro_batch", "training"}, {"seq_len", "training"}, {"precision", "training"},
+      {"grad_dtype", "training"}, {"recompute", "training"}, {"optimizer", "training"}, {"attention", "training"},
+      {"tokens", "training"}, {"samples", "training"}, {"epochs", "training"}, {"data", "training"},
+      {"tp", "parallel"}, {"pp", "parallel"}, {"dp", "parallel"}, {"cp", "parallel"}, {"ep", "parallel"}, {"zero", "parallel"},
+      {"schedule", "parallel"}, {"virtual_stages", "parallel"}, {"sequence_parallel", "parallel"}, {"dp_impl", "parallel"},
+      {"bucket", "parallel"}, {"fusion_buffer", "parallel"}, {"fusion_cycle", "parallel"}, {"order", "parallel"},
+      {"symmetric", "simulation"}, {"sharing", "simulation"}, {"free_communication", "simulation"}, {"params", "simulation"},
+      {"gpu_hour", "prices"}, {"kwh", "prices"}, {"currency", "prices"}, {"pue", "energy"}};
+  return s;
+}
+
+}  // namespace
+
 void MapReader::finish(const std::vector<std::string>& also_known) {
   if (!ok_) return;
   std::vector<std::string> known(used_.begin(), used_.end());
   known.insert(known.end(), also_known.begin(), also_known.end());
+  const auto is_known = [&](const std::string& k) { return std::find(known.begin(), known.end(), k) != known.end(); };
+  static const std::set<std::string> sections = {"training", "parallel", "simulation", "prices", "energy"};
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string key = it->first.as<std::string>("");
     if (used_.count(key) || std::find(also_known.begin(), also_known.end(), key) != also_known.end()) continue;
-    const std::string hint = closest(key, known);
-    ctx_->diagnostics.error(location_of(it->first, file_), field(key),
-                            hint.empty() ? "unknown field" : fmt::format("unknown field (did you mean '{}'?)", hint));
+    std::string message;
+    const auto alias = key_aliases().find(key);
+    const auto home = key_sections().find(alias != key_aliases().end() ? alias->second : key);
+    if (alias != key_aliases().end() && is_known(alias->second)) {
+      message = fmt::format("unknown field: dtsim calls it '{}' ({}: ...)", alias->second, field(alias->second));
+    } else if (sections.count(path_) && home != key_sections().end() && home->second != path_) {
+      message = fmt::format("'{}' belongs in the {} section, not in {}: write it as {}.{}", home->first, home->second, path_, home->second,
+                            home->first);
+    } else {
+      const std::string hint = closest(key, known);
+      message = hint.empty() ? "unknown field" : fmt::format("unknown field (did you mean '{}'?)", hint);
+    }
+    ctx_->diagnostics.error(location_of(it->first, file_), field(key), message);
   }
 }
 

@@ -62,6 +62,9 @@ struct LoadContext {
   // Every file the load read from disk (presets are built in), with a hash of its bytes: what a
   // results file's fingerprint must cover besides the configuration's own text.
   std::map<std::string, std::string> inputs;
+  // Notes for the result: defaults a setting silently inherited (a NIC kind given without its
+  // count, say). Not errors: they are shown with the result.
+  std::vector<std::string> notes;
   // Reports a model-level error (field path relative to the configuration) with its location.
   void report(const Error& e);
 };

@@ -266,7 +266,22 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (auto tr = root.map("training", !out.trace)) {
     if (auto v = tr->integer("global_batch", true, 1, 100'000'000)) t.global_batch = *v;
     if (auto v = tr->integer("micro_batch", false, 1, 1'000'000)) t.micro_batch = *v;
-    if (auto v = tr->integer("seq_len", false, 1, 100'000'000)) t.seq_len = *v;
+    if (auto v = tr->integer("seq_len", false, 1, 100'000'000)) {
+      t.seq_len = *v;
+      // A model with learned position embeddings has none beyond max_seq; rotary or ALiBi-style
+      // models run longer sequences (quality is another matter), which is said once.
+      if (const auto* tm = std::get_if<workloads::TransformerSpec>(&in.model); tm && t.seq_len > tm->max_seq) {
+        if (tm->positions == workloads::Positions::learned) {
+          tr->error("seq_len", fmt::format("{} is beyond the {} positions model '{}' has learned embeddings for: use seq_len <= {}, "
+                                           "or a model with rotary positions",
+                                           t.seq_len, tm->max_seq, tm->name, tm->max_seq));
+        } else {
+          ctx.notes.push_back(fmt::format("training.seq_len {} is beyond the {} tokens model '{}' was trained with (max_seq); "
+                                          "its rotary positions run, but quality there needs long-context training",
+                                          t.seq_len, tm->max_seq, tm->name));
+        }
+      }
+    }
     if (auto v = dtype_field(*tr, "precision", hw::DType::bf16)) t.precision = *v;
     if (auto v = dtype_field(*tr, "grad_dtype", hw::DType::fp32)) t.grad_dtype = *v;
     if (auto v = enum_field(*tr, "recompute", workloads::Recompute::none, workloads::parse_recompute, "none, selective, full")) t.recompute = *v;
@@ -339,7 +354,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (p.schedule == workloads::PipelineSchedule::interleaved_1f1b && p.virtual_stages == 1) {
     root.error("parallel", "schedule interleaved-1f1b needs virtual_stages >= 2");
   }
-  if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1) p.bucket = Bytes(25'000'000);  // PyTorch DDP
+  if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1) p.bucket = Bytes::MiB(25);  // PyTorch DDP
 
   // A calibrated profile first; the file's own parameters and --set override it.
   if (profile != nullptr) {
@@ -462,6 +477,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     res["hw_profile"] = nullptr;
   }
   out.resolved = res;
+  out.notes = ctx.notes;
   return out;
 }
 

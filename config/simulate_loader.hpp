@@ -34,6 +34,7 @@ struct SimulateConfig {
   bool has_prices = false;
   std::optional<TraceModel> trace;    // model: {trace: FILE}
   nlohmann::json resolved;  // every setting, with the defaults that were applied
+  std::vector<std::string> notes;  // inherited defaults worth a word (from LoadContext::notes)
 };
 
 // Reads `path` (or, when `yaml_text` is given, that text, reported as `path`), applies the

@@ -158,7 +158,10 @@ std::optional<SweepSpec> load_sweep_spec(const std::string& path, LoadContext& c
     if (!probe) root.error("measured", fmt::format("cannot open '{}'", spec.measured));
   }
   root.finish();
-  if (ctx.diagnostics.size() != errors) return std::nullopt;
+  // Problems so far do not stop the checks below (the base, every axis): a sweep reports every
+  // problem at once.
+
+  if (spec.base_text.empty()) return std::nullopt;  // no base to check the axes against (said above)
 
   // The base must load on its own.
   const std::map<std::string, std::string> inputs_before = ctx.inputs;

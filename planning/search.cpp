@@ -251,7 +251,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
                           c.parallel.schedule = sched;
                           c.parallel.virtual_stages = vs;
                           c.parallel.sequence_parallel = sp;
-                          if (!spec.bucket_given) c.parallel.bucket = Bytes(tp == 1 && pp == 1 && cp == 1 ? 25'000'000 : 0);
+                          if (!spec.bucket_given) c.parallel.bucket = Bytes(tp == 1 && pp == 1 && cp == 1 ? Bytes::MiB(25).count() : 0);
                           all.push_back(std::move(c));
                         }
                       }
@@ -331,6 +331,12 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     if (!run) {
       c.run = workloads::RunEstimate{};
       c.run_error = run.error().field.empty() ? run.error().message : run.error().field + ": " + run.error().message;
+      c.meets_deadline = c.meets_budget = false;
+      return false;
+    }
+    if (!run->achievable) {  // does not fit in memory: no time to train or cost to rank
+      c.run = workloads::RunEstimate{};
+      c.run_error = step.memory_note.empty() ? "does not fit in memory" : step.memory_note;
       c.meets_deadline = c.meets_budget = false;
       return false;
     }
@@ -541,6 +547,20 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
     } else {
       R.why_top.push_back(fmt::format("Chosen as the fastest layout{}.", cons.max_cost > 0 ? fmt::format(" within the budget ({})", money(cons.max_cost, currency)) : ""));
     }
+    // Two layouts that differ only in selective against no recomputation are one configuration
+    // under flash attention (it stores no attention scores, all selective recomputation drops).
+    auto no_effect = [&](const Candidate& a, const Candidate& b) {
+      auto plain = [](std::string d) {
+        const std::string sel = "selective recompute", none = "no recompute";
+        if (auto at = d.find(sel); at != std::string::npos) d.replace(at, sel.size(), none);
+        return d;
+      };
+      const bool flash = a.training.attention == workloads::Attention::flash && b.training.attention == workloads::Attention::flash;
+      return flash && a.target == b.target && a.training.recompute != b.training.recompute &&
+             a.training.recompute != workloads::Recompute::full && b.training.recompute != workloads::Recompute::full &&
+             plain(a.describe()) == plain(b.describe());
+    };
+    const std::string same = " (the same configuration: selective recomputation has no effect with flash attention)";
     // Same hardware: the runner-up on the objective.
     for (std::size_t i : ranked) {
       if (i == *R.top || R.candidates[i].target != w.target) continue;
@@ -549,8 +569,8 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
         R.why_top.push_back(fmt::format("On the same hardware {} is as cheap ({}, within 0.5%) and {}: a tie.", r.describe(),
                                         money(r.run.cost, currency), time_versus(r, w)));
       } else if (!by_cost && time_tied(r, w)) {
-        R.why_top.push_back(fmt::format("On the same hardware {} is as fast ({}, within 0.5%): a tie, broken by cost and then by search order.",
-                                        r.describe(), human_time(r.run.time_to_train_s)));
+        R.why_top.push_back(fmt::format("On the same hardware {} is as fast ({}, within 0.5%): a tie, broken by cost and then by search order{}.",
+                                        r.describe(), human_time(r.run.time_to_train_s), no_effect(r, w) ? same : ""));
       } else if (by_cost) {
         R.why_top.push_back(fmt::format("On the same hardware it beats {} ({} vs {}): {}.", r.describe(), money(r.run.cost, currency),
                                         money(w.run.cost, currency), versus(r, w)));
@@ -598,7 +618,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
                       : fmt::format("{} and {}", human_time(c.run.time_to_train_s), money(c.run.cost, currency));
         if (R.targets[c.target].gpus != wt.gpus) why += fmt::format(" ({} GPUs instead of {})", R.targets[c.target].gpus, wt.gpus);
         if (time_tied(c, w) && cost_tied(c, w)) {
-          why += ": a tie with the recommendation (within 0.5%)";
+          why += ": a tie with the recommendation (within 0.5%)" + std::string(no_effect(c, w) ? same : "");
         } else {
           why += ": " + versus(c, w);
         }

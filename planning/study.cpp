@@ -134,6 +134,10 @@ json row_summary(const json& row) {
   if (r.contains("run") && r["run"].is_object()) {
     const json& run = r["run"];
     s["steps"] = num(run, "steps");
+    if (run.value("achievable", true) == false) {
+      s["achievable"] = false;  // does not fit in memory: no time to train, energy or cost
+      return s;
+    }
     s["time_to_train_s"] = num(run, "time_to_train_s");
     s["gpu_hours"] = num(run, "gpu_hours");
     s["energy_kwh"] = num(run, "energy_kwh");

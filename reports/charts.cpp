@@ -174,7 +174,7 @@ Status throughput_charts(const json& doc, std::vector<Chart>& out) {
   t.name = "throughput";
   t.title = "Throughput against GPU count";
   t.caption = "Simulated throughput per series (rows that differ only in GPU count), with the ideal linear line from the smallest run.";
-  auto svg = run_gnuplot(header(t.title) + data + fmt::format("set logscale x 2\nset xlabel 'GPUs'\nset ylabel {}\nset yrange [0:*]\nplot {}\n", q(unit), plot));
+  auto svg = run_gnuplot(header(t.title) + data + fmt::format("set logscale x 2\nset xlabel 'GPUs'\nset ylabel {}\nset yrange [0:*]\nset format y '%.1s%c'\nplot {}\n", q(unit), plot));
   if (!svg) return svg.error();
   t.svg = *svg;
   out.push_back(t);
@@ -287,6 +287,26 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
       if (!svg) return svg.error();
       c.svg = *svg;
       out.push_back(c);
+      // The same as shares of each point's step, so that a short step (many GPUs in strong
+      // scaling) is as readable as a long one.
+      std::string shares;
+      for (const json* r : rows) {
+        const json& b = member(*r, "summary").value("breakdown", json::object());
+        double total = 0;
+        for (const auto& k : keys) total += num(b, k.c_str());
+        shares += label(short_label(*r));
+        for (const auto& k : keys) shares += " " + g(total > 0 ? 100.0 * num(b, k.c_str()) / total : 0.0);
+        shares += "\n";
+      }
+      Chart sc;
+      sc.name = "breakdown-share";
+      sc.title = "Step time breakdown, shares";
+      sc.caption = "The same breakdown as shares of each point's own step time, so that short steps read as well as long ones" + more + ".";
+      auto ssvg = run_gnuplot(header(sc.title, 860, 480) + block("d", shares) + bar_setup(rows.size()) +
+                              "set ylabel 'share of the step (%)'\nset yrange [0:100]\nplot " + plot + "\n");
+      if (!ssvg) return ssvg.error();
+      sc.svg = *ssvg;
+      out.push_back(sc);
     }
     // Memory per GPU against capacity.
     std::string lines, cap;
@@ -390,7 +410,7 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
         data += block("p", top);
         plot += ", $p using 1:2 with points pt 5 ps 2 lc rgb '#e15759' title 'recommended'";
       }
-      auto svg = run_gnuplot(header(c.title) + data + "set xlabel 'days to train'\nset ylabel 'cost'\nplot " + plot + "\n");
+      auto svg = run_gnuplot(header(c.title) + data + "set xlabel 'days to train'\nset ylabel 'cost'\nset format y '%.1s%c'\nplot " + plot + "\n");
       if (!svg) return svg.error();
       c.svg = *svg;
       out.push_back(c);

@@ -72,9 +72,27 @@ std::string render_simulate(const SimulateReport& rep) {
   const workloads::StepResult& r = rep.result;
   std::string out;
   out += fmt::format("# dtsim simulate: {} on {}\n", rep.model, rep.cluster);
-  out += fmt::format("# layout: {}; {} micro-batches per pipeline per step\n", r.layout, r.micro_batches);
+  out += fmt::format("# layout: {}; {} micro-batch{} per pipeline per step\n", r.layout, r.micro_batches, r.micro_batches == 1 ? "" : "es");
   if (!r.symmetry_note.empty()) out += "# " + r.symmetry_note + "\n";
   out += "\n";
+  if (!r.fits) {
+    out += "VERDICT: NOT ACHIEVABLE AS CONFIGURED, it does not fit in GPU memory (" + r.memory_note + ").\n";
+    out += "  The step time and throughput below are what it would take if it fitted; it has no time to train or cost.\n";
+    if (rep.memory_fixes.empty()) {
+      out += "  No change of recomputation, ZeRO stage, micro-batch, pipeline or tensor parallelism tried makes it fit: use more or larger GPUs.\n";
+    } else {
+      out += "  Smallest changes that make it fit (peak per GPU after the change):\n";
+      for (const auto& f : rep.memory_fixes) {
+        out += fmt::format("    {:<44} {:.1f} of {:.1f} GiB\n", f.change, f.peak_bytes / kGiB, f.capacity_bytes / kGiB);
+      }
+    }
+    out += "\n";
+  }
+  if (!rep.notes.empty()) {
+    out += "notes\n";
+    for (const auto& n : rep.notes) out += "  - " + n + "\n";
+    out += "\n";
+  }
   out += fmt::format("{:<16} {:.4g} B parameters ({:.4g} B used per token)\n", "model", r.params * 1e-9, r.active_params * 1e-9);
   out += fmt::format("{:<16} {:.4f} s\n", "step time", r.step_time_s);
   if (r.tokens_per_s > 0) {
@@ -84,7 +102,18 @@ std::string render_simulate(const SimulateReport& rep) {
   }
   out += fmt::format("{:<16} {:.1f} TFLOP/s of model FLOPs; MFU {:.1f}%, HFU {:.1f}% of the {:.0f} TFLOP/s {} peak\n", "per GPU",
                      r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu, r.peak_flops_per_gpu * 1e-12, rep.precision);
-  out += fmt::format("{:<16} {:.4g} model, {:.4g} executed\n", "FLOPs per step", r.model_flops_per_step, r.hardware_flops_per_step);
+  out += fmt::format("{:<16} {:.4g} model, {:.4g} with recomputation (HFU), {:.4g} by the kernels' own count\n", "FLOPs per step",
+                     r.model_flops_per_step, r.hardware_flops_per_step, r.kernel_flops_per_step);
+  if (!r.kinds.empty()) {
+    out += "\nper GPU kind (every data-parallel replica simulated on its own kind; the slowest bounds the step)\n";
+    out += fmt::format("  {:<16} {:>6} {:>12} {:>12} {:>12} {:>7} {:>12}\n", "GPU", "GPUs", "compute (s)", "done at (s)", "utilization", "MFU",
+                       "peak TFLOP/s");
+    for (const auto& k : r.kinds) {
+      out += fmt::format("  {:<16} {:>6} {:>12.4f} {:>12.4f} {:>11.1f}% {:>6.1f}% {:>12.0f}\n", k.gpu, k.gpus, k.compute_s, k.end_s,
+                         100 * k.utilization, 100 * k.mfu, k.peak_flops_per_gpu * 1e-12);
+    }
+    out += "  (MFU and HFU above are against the mean peak of all the GPUs)\n";
+  }
   out += "\n";
   int critical = 0;
   for (const auto& s : r.stages) {
@@ -140,6 +169,12 @@ std::string render_simulate(const SimulateReport& rep) {
                        : rep.budget.samples > 0 ? fmt::format("{:.4g} samples", rep.budget.samples)
                                                 : fmt::format("{:g} epochs of {:.0f} samples", rep.budget.epochs, rep.budget.dataset_samples);
     out += fmt::format("  {:<16} {} in {:.0f} steps\n", "budget", what, run.steps);
+    if (!run.achievable) {
+      out += fmt::format("  {:<16} not achievable as configured: the step does not fit in GPU memory (see the verdict above)\n", "time to train");
+      out += fmt::format("  {:<16} none\n", "cost");
+    }
+  }
+  if (rep.budget.any() && rep.run.achievable) {
     out += fmt::format("  {:<16} {} ({:.4g} s)\n", "time to train", human_duration(run.time_to_train_s), run.time_to_train_s);
     out += fmt::format("  {:<16} {:.4g}\n", "GPU-hours", run.gpu_hours);
     out += fmt::format("  {:<16} {:.4g} MWh (facility, PUE included)\n", "energy", run.energy_kwh / 1000);
@@ -176,7 +211,8 @@ nlohmann::json simulate_json(const SimulateReport& rep) {
   }
   nlohmann::json result = {
       {"model", {{"name", rep.model}, {"params", r.params}, {"active_params", r.active_params}, {"flops_per_step", r.model_flops_per_step},
-                 {"executed_flops_per_step", r.hardware_flops_per_step}, {"flops_convention", kFlopsConvention}}},
+                 {"executed_flops_per_step", r.hardware_flops_per_step},
+                 {"kernel_flops_per_step", r.kernel_flops_per_step}, {"flops_convention", kFlopsConvention}}},
       {"cluster", rep.cluster},
       {"layout", r.layout},
       {"gpus", r.gpus},
@@ -196,9 +232,30 @@ nlohmann::json simulate_json(const SimulateReport& rep) {
       {"symmetry_note", r.symmetry_note},
       {"simulation", {{"events", r.events}, {"collectives", r.collectives}}}};
   if (r.input.modelled) result["input"] = input_json(r.input);
-  if (rep.budget.any()) {
+  if (!r.kinds.empty()) {
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const auto& k : r.kinds) {
+      kinds.push_back({{"gpu", k.gpu}, {"gpus", k.gpus}, {"compute_s", round_to(k.compute_s, 6)}, {"end_s", round_to(k.end_s, 6)},
+                       {"utilization", round_to(k.utilization, 4)}, {"mfu", round_to(k.mfu, 5)},
+                       {"peak_tflops_per_gpu", round_to(k.peak_flops_per_gpu * 1e-12, 3)}});
+    }
+    result["gpu_kinds"] = kinds;
+  }
+  if (!r.fits) {
+    nlohmann::json fixes = nlohmann::json::array();
+    for (const auto& f : rep.memory_fixes) {
+      fixes.push_back({{"change", f.change}, {"peak_GiB", round_to(f.peak_bytes / kGiB, 3)}, {"capacity_GiB", round_to(f.capacity_bytes / kGiB, 3)}});
+    }
+    result["verdict"] = {{"achievable", false}, {"reason", r.memory_note}, {"changes_that_fit", fixes}};
+  } else {
+    result["verdict"] = {{"achievable", true}};
+  }
+  result["notes"] = rep.notes;
+  if (rep.budget.any() && !rep.run.achievable) {
+    result["run"] = {{"steps", rep.run.steps}, {"achievable", false}, {"reason", "does not fit in GPU memory: " + r.memory_note}};
+  } else if (rep.budget.any()) {
     const auto& run = rep.run;
-    nlohmann::json j = {{"steps", run.steps},
+    nlohmann::json j = {{"steps", run.steps}, {"achievable", true},
                         {"time_to_train_s", round_to(run.time_to_train_s, 3)},
                         {"time_to_train", human_duration(run.time_to_train_s)},
                         {"gpu_hours", round_to(run.gpu_hours, 3)},

@@ -1,5 +1,6 @@
 #include "reports/study_report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -124,7 +125,7 @@ Table results_table(const json& doc) {
   for (const json* r : rows) {
     const json& s = member(*r, "summary");
     eff = eff || s.contains("hardware_efficiency");
-    run = run || num(s, "time_to_train_s") > 0;
+    run = run || num(s, "time_to_train_s") > 0 || member(s, "achievable") == json(false);
     target = target || s.contains("time_to_target_s");
     measured = measured || s.contains("measured");
   }
@@ -152,7 +153,10 @@ Table results_table(const json& doc) {
     c.push_back(ok ? fmt::format("{:.1f}%", 100 * num(s, "mfu")) : "");
     c.push_back(s.contains("memory_GiB") ? fmt::format("{:.1f} / {:.0f} GiB", num(s, "memory_GiB"), num(s, "capacity_GiB")) : "");
     if (eff) c.push_back(s.contains("hardware_efficiency") ? fmt::format("{:.1f}%", 100 * num(s, "hardware_efficiency")) : "");
-    if (run) {
+    if (run && s.value("status", std::string()) == "oom") {
+      c.push_back("not achievable");  // a run that does not fit has no time to train or cost
+      c.push_back("");
+    } else if (run) {
       c.push_back(duration(num(s, "time_to_train_s")));
       c.push_back(money(num(s, "cost"), s.value("currency", std::string())));
     }
@@ -184,14 +188,23 @@ std::vector<std::pair<std::string, std::string>> setup_items(const json& doc) {
   if (!setup.value("model", json()).is_null()) out.emplace_back("Model", text(setup["model"]));
   if (!setup.value("precision", json()).is_null()) out.emplace_back("Precision", text(setup["precision"]));
   std::string hw;
-  const json& hws = member(setup, "hardware");
+  // Each cluster as nodes, GPUs, fabric kind and NICs: the switch counts (results.csv keeps them)
+  // made the line unreadable.
+  std::vector<std::string> hws;
+  for (const auto& h : member(setup, "hardware")) {
+    std::string b = text(h);
+    const std::size_t semi = b.find("; ");
+    const std::size_t colon = b.find(": ", semi == std::string::npos ? 0 : semi);
+    if (colon != std::string::npos) b = b.substr(0, colon);
+    if (std::find(hws.begin(), hws.end(), b) == hws.end()) hws.push_back(b);
+  }
   for (std::size_t i = 0; i < hws.size(); ++i) {
     // Long lists (one cluster per GPU count): the first two and the last.
     if (hws.size() > 4 && i >= 2 && i + 1 < hws.size()) {
-      if (i == 2) hw += "; ...";
+      if (i == 2) hw += " | ...";
       continue;
     }
-    hw += (hw.empty() ? "" : "; ") + text(hws[i]);
+    hw += (hw.empty() ? "" : " | ") + hws[i];
   }
   if (!hw.empty()) out.emplace_back("Hardware", hw);
   if (is_plan(doc)) {
@@ -291,7 +304,13 @@ std::string study_csv(const json& doc) {
   std::string out = "point";
   for (const auto& a : axes) out += "," + csv_field(a);
   out += ",label";
-  for (const auto& f : fields) out += "," + f;
+  // A summary field named like an axis (gpus) would be a second column of the same name: the
+  // axis column stands for it.
+  std::vector<std::string> own;
+  for (const auto& f : fields) {
+    if (std::find(axes.begin(), axes.end(), f) == axes.end()) own.push_back(f);
+  }
+  for (const auto& f : own) out += "," + f;
   if (is_plan(doc)) {
     for (const auto& f : plan_fields) out += "," + f;
   }
@@ -302,7 +321,7 @@ std::string study_csv(const json& doc) {
     out += text(r.value("point", json()));
     for (const auto& a : axes) out += "," + csv_field(text(r.value("axes", json::object()).value(a, json())));
     out += "," + csv_field(s.value("label", std::string()));
-    for (const auto& f : fields) out += "," + csv_field(text(s.value(f, json())));
+    for (const auto& f : own) out += "," + csv_field(text(s.value(f, json())));
     if (is_plan(doc)) {
       for (const auto& f : plan_fields) out += "," + csv_field(text(s.value(f, json())));
     }
@@ -314,10 +333,39 @@ std::string study_csv(const json& doc) {
   return out;
 }
 
+// The notes of the rows (settings without effect, inherited defaults), each once, with the points
+// it applies to: "point 0, 2: parallel.zero has no effect with dp = 1 ...".
+std::vector<std::string> row_notes(const json& doc) {
+  std::vector<std::pair<std::string, std::string>> notes;  // note, points
+  for (const json& r : member(doc, "rows")) {
+    for (const auto& n : member(member(r, "result"), "notes")) {
+      const std::string note = text(n);
+      auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& p) { return p.first == note; });
+      if (it == notes.end()) notes.emplace_back(note, text(r.value("point", json())));
+      else it->second += ", " + text(r.value("point", json()));
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [note, points] : notes) out.push_back(fmt::format("point {}: {}", points, note));
+  return out;
+}
+
 std::string render_study_table(const json& doc) {
-  const Table t = results_table(doc);
+  Table t = results_table(doc);
+  // A cell too long for the table (an error message) keeps its first clause and points to a note
+  // below the table that gives it whole, so that no message is cut mid-sentence.
+  std::vector<std::string> long_cells;
+  for (auto& row : t.rows) {
+    for (auto& c : row) {
+      if (c.size() <= 70) continue;
+      long_cells.push_back(c);
+      const std::size_t colon = c.find(": ");
+      const std::string ref = fmt::format("(see [{}] below)", long_cells.size());
+      c = colon != std::string::npos && colon < 50 ? c.substr(0, colon) + " " + ref : ref;
+    }
+  }
   std::vector<std::size_t> width(t.head.size(), 0);
-  auto cell = [](const std::string& s) { return s.size() > 70 ? s.substr(0, 67) + "..." : s; };
+  auto cell = [](const std::string& s) { return s; };
   for (std::size_t i = 0; i < t.head.size(); ++i) width[i] = t.head[i].size();
   for (const auto& row : t.rows) {
     for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], cell(row[i]).size());
@@ -333,6 +381,11 @@ std::string render_study_table(const json& doc) {
   };
   out += "\n" + line(t.head);
   for (const auto& row : t.rows) out += line(row);
+  if (!long_cells.empty()) out += "\n";
+  for (std::size_t i = 0; i < long_cells.size(); ++i) out += fmt::format("[{}] {}\n", i + 1, long_cells[i]);
+  const auto notes = row_notes(doc);
+  if (!notes.empty()) out += "\nnotes\n";
+  for (const auto& n : notes) out += "  - " + n + "\n";
   return out;
 }
 
@@ -382,6 +435,10 @@ std::string study_markdown(const json& doc, const std::vector<Chart>& charts) {
     out += "|";
     for (const auto& c : row) out += " " + md(c) + " |";
     out += "\n";
+  }
+  if (const auto notes = row_notes(doc); !notes.empty()) {
+    out += "\n## Notes\n\n";
+    for (const auto& n : notes) out += "- " + md(n) + "\n";
   }
   out += "\n## Assumptions\n\n";
   for (const auto& a : assumption_lines(doc)) out += "- " + a + "\n";
@@ -461,6 +518,11 @@ std::string study_html(const json& doc, const std::vector<Chart>& charts) {
     out += "</tr>\n";
   }
   out += "</tbody>\n</table>\n";
+  if (const auto notes = row_notes(doc); !notes.empty()) {
+    out += "<h2>Notes</h2>\n<ul>\n";
+    for (const auto& n : notes) out += "<li>" + html(n) + "</li>\n";
+    out += "</ul>\n";
+  }
   out += "<h2>Assumptions</h2>\n<ul>\n";
   for (const auto& a : assumption_lines(doc)) out += "<li>" + html(a) + "</li>\n";
   out += "</ul>\n<p><small>Generated by dtsim. results.csv and results.json beside this file hold every row.</small></p>\n</body>\n</html>\n";

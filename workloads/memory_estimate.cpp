@@ -135,7 +135,12 @@ Expected<MemoryEstimate> estimate_memory(const hw::Topology& topo, const StepInp
     mi.expert_dp = lay->expert_grad_dp();
     mi.activations = f.activation_bytes;
     if (par.zero >= 3) mi.gathered_params = 2.0 * f.dense_params / std::max(1, f.layers);
-    const int rank = lay->rank(Coords{0, 0, 0, f.stage});
+    // The stage's smallest GPU (clusters of several kinds may differ in memory), as the engine.
+    int rank = lay->rank(Coords{0, 0, 0, f.stage});
+    for (int d = 1; d < lay->dp(); ++d) {
+      const int other = lay->rank(Coords{0, 0, d, f.stage});
+      if (topo.node_template(topo.node_of(other)).spec().gpu.memory < topo.node_template(topo.node_of(rank)).spec().gpu.memory) rank = other;
+    }
     const Bytes capacity = topo.node_template(topo.node_of(rank)).spec().gpu.memory;
     f.memory = stage_memory(mi, tr, par.zero, in.memory, capacity);
     if (f.memory.total > out.peak.total) out.peak = f.memory;

@@ -372,6 +372,27 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   const I attn_params = x.h * (x.qdim + 2 * x.kvdim) + x.qdim * x.h + (m.bias ? x.qdim + 2 * x.kvdim + x.h : 0);
   const I mlp_params = m.experts > 0 ? x.h * m.experts : (gate + 1) * x.h * x.f + (m.bias ? gate * x.f + x.h : 0);
   p.params = (attn_params + mlp_params) / x.t + norms;
+  // The same parameters as tensors, in forward order: norm, QKV (weight, bias), output projection
+  // (weight, bias), norm, MLP up (one weight per gate branch, biases), MLP down (weight, bias) or
+  // the MoE router. Integer division leftovers go to the last tensor, so that they sum to params.
+  const I norm = norms / 2;
+  std::vector<I> t{norm, x.h * (x.qdim + 2 * x.kvdim) / x.t};
+  if (m.bias) t.push_back((x.qdim + 2 * x.kvdim) / x.t);
+  t.push_back(x.qdim * x.h / x.t);
+  if (m.bias) t.push_back(x.h / x.t);
+  t.push_back(norm);
+  if (m.experts > 0) {
+    t.push_back(x.h * m.experts / x.t);
+  } else {
+    for (I g = 0; g < gate; ++g) t.push_back(x.h * x.f / x.t);
+    if (m.bias) t.push_back(gate * x.f / x.t);
+    t.push_back(x.f * x.h / x.t);
+    if (m.bias) t.push_back(x.h / x.t);
+  }
+  I sum = 0;
+  for (I v : t) sum += v;
+  t.back() += p.params - sum;
+  p.tensors = std::move(t);
   return p;
 }
 

@@ -45,6 +45,9 @@ struct LayerProgram {
   std::int64_t params = 0;      // parameters this rank holds for the layer (dense part)
   std::int64_t expert_params = 0;  // MoE experts' parameters (reduced over the expert-DP group)
   bool embedding_tied = false;  // head or embedding of a model with tied embeddings
+  // The dense parameter tensors this rank holds, in forward order, summing to `params` (for DDP's
+  // gradient buckets); empty: the layer is one tensor.
+  std::vector<std::int64_t> tensors;
 };
 
 // Shapes that every layer program of one run shares.

@@ -59,6 +59,10 @@ Expected<RunEstimate> estimate_run(const StepResult& step, std::int64_t global_b
     auto steps = steps_for(budget, global_batch, step.seq);
     if (!steps) return steps.error();
     e.steps = *steps;
+    if (!step.fits) {
+      e.achievable = false;
+      return e;
+    }
     const double epochs = budget.epochs > 0 ? budget.epochs
                           : budget.dataset_samples > 0 ? e.steps * static_cast<double>(global_batch) / budget.dataset_samples
                                                        : 0.0;

@@ -51,6 +51,9 @@ struct RunEstimate {
   double gpu_cost = 0;
   double energy_cost = 0;
   double cost = 0;                  // gpu_cost + energy_cost
+  // False when the step does not fit in GPU memory: the run cannot happen as configured, so it has
+  // no time to train, energy or cost (those stay 0); steps are still counted.
+  bool achievable = true;
 };
 
 // The number of steps a budget takes with `global_batch` samples of `seq` tokens per step

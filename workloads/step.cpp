@@ -63,6 +63,7 @@ struct Instr {
 struct LayerSlot {
   double params = 0;
   double expert_params = 0;
+  std::vector<std::int64_t> tensors;  // dense parameter tensors in forward order (empty: one tensor)
 };
 
 struct StageProgram {
@@ -74,6 +75,7 @@ struct StageProgram {
   std::vector<std::string> labels{"step"};  // names of the pipeline ops, for timelines
   int current_label = 0;
   double flops = 0;                   // hardware FLOPs of one replica-rank for the whole step
+  double recompute_flops = 0;         // of which recomputation (part of flops)
   double dense_params = 0, expert_params = 0;
   int layers = 0;
   int in_flight = 0;
@@ -146,8 +148,8 @@ struct Executor {
   std::deque<Bucket> dp_ready;    // buckets ready to reduce, in order
   bool dp_busy = false;
   int dp_issued = 0;              // collectives started (their sequence number names rendezvous)
-  std::vector<int> bucket_left;   // layers each bucket still waits for
-  std::vector<int> bucket_of_slot;
+  int next_bucket = 0;             // the first bucket not yet handed to data parallelism
+  std::vector<int> bucket_of_slot; // the last bucket each gradient slot closes (-1: none)
   std::deque<Bucket> horovod_pending;  // Horovod: tensors (here, layers) waiting for the next fusion cycle
   bool horovod_tick = false;
   bool backward_done = false;
@@ -176,6 +178,7 @@ class Engine {
   Status build_transformer(const TransformerSpec& m);
   Status build_cnn(const CnnSpec& m);
   void build_buckets();
+  void bucket_ready(Executor& e, const Bucket& bk);
   // Collectives.
   std::vector<std::vector<int>> groups(CommGroup g, int stage, int replica) const;
   std::vector<std::vector<int>> dp_groups(int stage, bool experts) const;
@@ -248,6 +251,16 @@ class Engine {
   std::map<std::string, std::unique_ptr<Collective>> cache_;
   std::map<std::string, std::vector<std::function<void()>>> rendezvous_;
   Bytes bucket_bytes_;
+  bool megatron_buckets_ = false;  // Megatron-Core's bucketing (no small first bucket)
+  // Mixed GPU kinds: the distinct kinds (node 0's first), each rank's kind, and the stage programs
+  // timed on each kind ([kind][stage]); programs are built on gpu_.
+  std::vector<const hw::GpuSpec*> kinds_;
+  std::vector<int> kind_of_rank_;
+  std::vector<std::vector<StageProgram>> kind_programs_;
+  const hw::GpuSpec* gpu_ = nullptr;
+  bool symmetric_ = true;  // in_.symmetric, false on mixed clusters
+  int kind_of(int stage, int replica) const { return kind_of_rank_[static_cast<std::size_t>(lay_.rank(Coords{0, 0, replica, stage}))]; }
+  Status check_mixed();
   double act_msg_bytes_ = 0;   // pipeline message per rank pair
   std::uint64_t collectives_ = 0;
   Time h2d_end_;               // when the step's input copies (training.data) finished
@@ -287,7 +300,9 @@ Status Engine::build() {
   for (const hw::NodeGroup& g : topo_.spec().groups) {
     if (auto st = check_precision(g.node.gpu, tr.precision); !st) return st;
   }
+  symmetric_ = in_.symmetric;
   if (auto st = check_dp_impl(); !st) return st;
+  if (auto st = check_mixed(); !st) return st;
   // Gradient buckets: PyTorch DDP's 25 MB unless set; Megatron-Core's max(40M, 1M x dp) parameters
   // for model-parallel layouts.
   bucket_bytes_ = par.bucket;
@@ -296,15 +311,21 @@ Status Engine::build() {
   // Horovod has no buckets: each tensor (here, each layer's gradients) is handed to its
   // background loop as it becomes ready; fusion happens there (horovod_cycle).
   if (par.dp_impl == DpImpl::horovod) bucket_bytes_ = Bytes(1);
-  programs_.assign(static_cast<std::size_t>(p), StageProgram{});
-  Status st = std::visit(
-      [&](const auto& m) -> Status {
-        using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, TransformerSpec>) return build_transformer(m);
-        else return build_cnn(m);
-      },
-      in_.model);
-  if (!st) return st;
+  // One set of stage programs per GPU kind (the last built, node 0's kind, stays in programs_).
+  kind_programs_.assign(kinds_.size(), {});
+  for (std::size_t k = kinds_.size(); k-- > 0;) {
+    gpu_ = kinds_[k];
+    programs_.assign(static_cast<std::size_t>(p), StageProgram{});
+    Status st = std::visit(
+        [&](const auto& m) -> Status {
+          using M = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<M, TransformerSpec>) return build_transformer(m);
+          else return build_cnn(m);
+        },
+        in_.model);
+    if (!st) return st;
+    if (kinds_.size() > 1) kind_programs_[k] = programs_;
+  }
   build_buckets();
   execs_.clear();
   for (int s = 0; s < p; ++s) {
@@ -312,7 +333,8 @@ Status Engine::build() {
       Executor e;
       e.stage = s;
       e.replica = r;
-      e.prog = &programs_[static_cast<std::size_t>(s)];
+      e.prog = kinds_.size() > 1 ? &kind_programs_[static_cast<std::size_t>(kind_of(s, r))][static_cast<std::size_t>(s)]
+                                 : &programs_[static_cast<std::size_t>(s)];
       e.act_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
       e.gathered.assign(programs_[static_cast<std::size_t>(s)].gathers.size(), 0);
       e.grad_ready.assign(static_cast<std::size_t>(micro_ * vstages_), 0);
@@ -323,9 +345,40 @@ Status Engine::build() {
   }
   for (Executor& e : execs_) {
     e.bucket_of_slot = slot_bucket_[static_cast<std::size_t>(e.stage)];
-    e.bucket_left.assign(buckets_[static_cast<std::size_t>(e.stage)].size(), 0);
-    for (int b : e.bucket_of_slot) ++e.bucket_left[static_cast<std::size_t>(b)];
   }
+  return {};
+}
+
+// Mixed GPU kinds: every data-parallel replica is simulated on its own kind's programs, so that
+// synchronous steps wait for the slowest. Refused where one simulated rank would stand for GPUs
+// of different kinds (a tensor- or context-parallel group spanning kinds) or where replicas cannot
+// all be simulated (expert parallelism).
+Status Engine::check_mixed() {
+  kinds_.clear();
+  kind_of_rank_.assign(static_cast<std::size_t>(lay_.gpus()), 0);
+  for (int rank = 0; rank < lay_.gpus(); ++rank) {
+    const hw::GpuSpec& g = topo_.node_template(topo_.node_of(rank)).spec().gpu;
+    auto it = std::find_if(kinds_.begin(), kinds_.end(), [&](const hw::GpuSpec* k) { return k->name == g.name; });
+    if (it == kinds_.end()) it = kinds_.insert(kinds_.end(), &g);
+    kind_of_rank_[static_cast<std::size_t>(rank)] = static_cast<int>(it - kinds_.begin());
+  }
+  if (kinds_.size() < 2) return {};
+  if (lay_.ep() > 1) {
+    return Error("a cluster of several GPU kinds cannot be simulated with expert parallelism yet (every replica must be simulated)", "parallel.ep");
+  }
+  for (int rank = 0; rank < lay_.gpus(); ++rank) {
+    const Coords c = lay_.coords(rank);
+    const int lead = lay_.rank(Coords{0, 0, c.dp, c.pp});
+    if (kind_of_rank_[static_cast<std::size_t>(rank)] != kind_of_rank_[static_cast<std::size_t>(lead)]) {
+      return Error(fmt::format("ranks {} ({}) and {} ({}) are in one tensor/context-parallel group: such a group runs at its slowest "
+                               "GPU's pace, which dtsim does not simulate; keep tensor and context parallelism within nodes of one kind",
+                               lead, kinds_[static_cast<std::size_t>(kind_of_rank_[static_cast<std::size_t>(lead)])]->name, rank,
+                               kinds_[static_cast<std::size_t>(kind_of_rank_[static_cast<std::size_t>(rank)])]->name),
+                   "parallel");
+    }
+  }
+  replicas_ = lay_.dp();  // every replica, each on its kind
+  symmetric_ = false;
   return {};
 }
 
@@ -338,7 +391,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   if (m.layers < vstages_) {
     return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, vstages_ / p), "parallel.pp");
   }
-  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  const ComputeModel cm(*gpu_, in_.compute);
   const LayerProgram emb = transformer_embedding(m, sh);
   const LayerProgram block = transformer_block(m, sh);
   const LayerProgram head = transformer_head(m, sh);
@@ -397,8 +450,9 @@ Status Engine::build_transformer(const TransformerSpec& m) {
         if (g < vstages_ - 1) sp.instrs.push_back(Instr{Op::recv_grad, op.microbatch, g, Time::zero(), false});
         for (auto it = L.rbegin(); it != L.rend(); ++it) {
           append_layer({&(*it)->recompute, &(*it)->backward}, static_cast<double>((*it)->params), cm, sp);
+          sp.recompute_flops += (*it)->recompute.flops();
           if (i == last_b[static_cast<std::size_t>(op.chunk)]) {
-            sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params)});
+            sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params), (*it)->tensors});
             sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
           }
         }
@@ -427,6 +481,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   }
   if (bucket_bytes_.count() <= 0) {
     // Megatron-Core's default when layouts are model-parallel: max(40M, 1M x dp x cp) parameters.
+    megatron_buckets_ = true;
     const double params = std::max(40e6, 1e6 * lay_.grad_dp());
     bucket_bytes_ = Bytes(static_cast<I>(params * hw::dtype_bytes(tr.grad_dtype)));
   }
@@ -438,7 +493,7 @@ Status Engine::build_cnn(const CnnSpec& m) {
   if (lay_.tp() != 1 || lay_.pp() != 1 || lay_.cp() != 1 || lay_.ep() != 1) {
     return Error(fmt::format("model '{}' is a CNN: only data parallelism is modelled for CNNs (tp = pp = cp = ep = 1)", m.name), "parallel");
   }
-  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  const ComputeModel cm(*gpu_, in_.compute);
   ProgramShape sh;
   sh.micro_batch = tr.micro_batch;
   sh.precision = tr.precision;
@@ -459,8 +514,9 @@ Status Engine::build_cnn(const CnnSpec& m) {
     sp.current_label = static_cast<int>(sp.labels.size() - 1);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       append_layer({&it->recompute, &it->backward}, static_cast<double>(it->params), cm, sp);
+      sp.recompute_flops += it->recompute.flops();
       if (mb == micro_ - 1) {
-        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0});
+        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0, it->tensors});
         sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
       }
     }
@@ -476,25 +532,67 @@ Status Engine::build_cnn(const CnnSpec& m) {
 }
 
 // Buckets fill in the order gradients become final (reverse layer order, as PyTorch DDP and
-// Megatron-Core), each up to the bucket size; a layer larger than a bucket gets one of its own.
+// Megatron-Core).
 void Engine::build_buckets() {
+  // PyTorch DDP's rule (torch/csrc/distributed/c10d/reducer.cpp, compute_bucket_assignment_by_size):
+  // gradient tensors, in the order they become ready (the reverse of the forward order), are added
+  // to the open bucket, and the bucket is closed as soon as it holds at least its limit: the
+  // first bucket's limit is 1 MiB (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES), every later
+  // one's parallel.bucket (bucket_cap_mb). A bucket can thus exceed the cap by one tensor, and a
+  // tensor larger than the cap is a bucket of its own. A bucket is reduced once its last tensor's
+  // layer has finished its backward pass (the tensors of a layer are taken to become ready
+  // together, at the end of the layer's backward). MoE expert parameters travel with the dense
+  // tensors of their layer as one tensor. Megatron-Core (megatron/core/distributed/
+  // param_and_grad_buffer.py) walks the parameters in reverse too and closes a bucket once it
+  // holds at least bucket_size parameters, with no small first bucket.
   buckets_.assign(programs_.size(), {});
   slot_bucket_.assign(programs_.size(), {});
   const double gb = hw::dtype_bytes(in_.training.grad_dtype);
+  const double cap = bucket_bytes_.as_double();
+  // The small first bucket is PyTorch DDP's (ddp, and its no-overlap baseline); MirroredStrategy
+  // and the parameter server bucket by the cap alone.
+  const DpImpl impl = in_.parallel.dp_impl;
+  const bool pytorch = !megatron_buckets_ && (impl == DpImpl::ddp || impl == DpImpl::no_overlap);
+  const double first_cap = pytorch ? std::min(cap, static_cast<double>(Bytes::MiB(1).count())) : cap;
   for (std::size_t s = 0; s < programs_.size(); ++s) {
     auto& bs = buckets_[s];
+    const auto& slots = programs_[s].grad_slots;
+    Bucket open;
     double filled = 0;
-    for (const LayerSlot& slot : programs_[s].grad_slots) {
-      const double bytes = (slot.params + slot.expert_params) * gb;
-      if (bs.empty() || (filled > 0 && filled + bytes > bucket_bytes_.as_double())) {
-        bs.emplace_back();
-        filled = 0;
+    bool has_open = false;
+    // slot_bucket_[s][i]: the last bucket that closes at slot i (or -1); buckets close in order.
+    std::vector<int> closes_at(slots.size(), -1);
+    auto close = [&](std::size_t slot) {
+      bs.push_back(open);
+      closes_at[slot] = static_cast<int>(bs.size() - 1);
+      open = Bucket{};
+      filled = 0;
+      has_open = false;
+    };
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const LayerSlot& slot = slots[i];
+      std::vector<double> tensors;
+      if (slot.tensors.empty()) {
+        tensors.push_back(slot.params);
+      } else {
+        for (auto it = slot.tensors.rbegin(); it != slot.tensors.rend(); ++it) tensors.push_back(static_cast<double>(*it));
       }
-      filled += bytes;
-      bs.back().params += slot.params;
-      bs.back().expert_params += slot.expert_params;
-      slot_bucket_[s].push_back(static_cast<int>(bs.size() - 1));
+      if (slot.expert_params > 0) tensors.push_back(-slot.expert_params);  // negative: expert parameters
+      for (double t : tensors) {
+        const double params = std::abs(t);
+        if (t >= 0) open.params += params;
+        else open.expert_params += params;
+        filled += params * gb;
+        has_open = true;
+        if (filled >= (bs.empty() ? first_cap : cap)) close(i);
+      }
+      // Horovod fuses tensors on its own cycle (parallel.fusion_buffer): each layer is handed over
+      // as soon as it is ready.
+      if (has_open && in_.parallel.dp_impl == DpImpl::horovod) close(i);
     }
+    if (has_open && !slots.empty()) close(slots.size() - 1);
+    // Every bucket waits for one slot: the one that closes it (the engine counts down per bucket).
+    slot_bucket_[s] = closes_at;
   }
 }
 
@@ -544,7 +642,7 @@ std::vector<std::vector<int>> Engine::groups(CommGroup g, int stage, int replica
       }
     }
   }
-  if (!in_.symmetric) return mine;
+  if (!symmetric_) return mine;
   for (auto& grp : all) {
     if (keep_copy(grp, rep_ranks)) mine.push_back(std::move(grp));
   }
@@ -597,7 +695,7 @@ const Collective& Engine::p2p(int from_stage, int to_stage, int replica, Bytes b
           mine.emplace_back(a, b);
           rep.push_back(a);
           rep.push_back(b);
-        } else if (in_.symmetric) {
+        } else if (symmetric_) {
           others.emplace_back(a, b);
         }
       }
@@ -1108,9 +1206,11 @@ void Engine::join(const std::string& key, int parties, std::function<void()> con
 }
 
 void Engine::grads_ready(Executor& e, int slot) {
-  const int b = e.bucket_of_slot[static_cast<std::size_t>(slot)];
-  if (--e.bucket_left[static_cast<std::size_t>(b)] > 0) return;
-  const Bucket& bk = buckets_[static_cast<std::size_t>(e.stage)][static_cast<std::size_t>(b)];
+  const int last = e.bucket_of_slot[static_cast<std::size_t>(slot)];
+  for (; e.next_bucket <= last; ++e.next_bucket) bucket_ready(e, buckets_[static_cast<std::size_t>(e.stage)][static_cast<std::size_t>(e.next_bucket)]);
+}
+
+void Engine::bucket_ready(Executor& e, const Bucket& bk) {
   switch (in_.parallel.dp_impl) {
     case DpImpl::ddp:
     case DpImpl::parameter_server:  // pushed to the shards as buckets fill, like DDP's all-reduces
@@ -1254,7 +1354,7 @@ void Engine::tie_embeddings(Executor& e) {
     for (int t = 0; t < lay_.tp(); ++t) {
       for (int c = 0; c < lay_.cp(); ++c) {
         for (int d = 0; d < lay_.dp(); ++d) {
-          if (!in_.symmetric && d != replica) continue;
+          if (!symmetric_ && d != replica) continue;
           gs.push_back({lay_.rank(Coords{t, c, d, 0}), lay_.rank(Coords{t, c, d, lay_.pp() - 1})});
         }
       }
@@ -1275,7 +1375,7 @@ void Engine::optimizer_step(Executor& e) {
   const double shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.grad_dp()) : 1.0;
   const double expert_shard = in_.parallel.zero >= 1 ? static_cast<double>(lay_.expert_grad_dp()) : 1.0;
   const double params = e.prog->dense_params / shard + e.prog->expert_params / expert_shard;
-  const ComputeModel cm(topo_.node_template(0).spec().gpu, in_.compute);
+  const ComputeModel cm(kinds_.size() > 1 ? *kinds_[static_cast<std::size_t>(kind_of(e.stage, e.replica))] : *kinds_.front(), in_.compute);
   block(e, TimeKind::optimizer);
   const double grads = e.prog->dense_params + e.prog->expert_params;
   sim_.schedule_in(cm.kernel_time(optimizer_update(in_.training, params)) + cm.kernel_time(gradient_zeroing(in_.training, grads)), [this, &e] {
@@ -1345,12 +1445,42 @@ StepResult Engine::result() {
   r.samples_per_s = gbatch / r.step_time_s;
   r.tokens_per_s = tm ? gbatch * static_cast<double>(r.seq) / r.step_time_s : 0.0;
   r.model_flops_per_step = model_flops_per_sample(in_.model, r.seq) * gbatch;
-  double hw_flops = 0;
-  for (const StageProgram& sp : programs_) hw_flops += sp.flops;
-  r.hardware_flops_per_step = hw_flops * lay_.tp() * lay_.cp() * lay_.dp();
-  const hw::GpuSpec& gpu = topo_.node_template(0).spec().gpu;
-  const auto pk = gpu.peak.find(tr.precision);
-  r.peak_flops_per_gpu = pk != gpu.peak.end() ? pk->second.flops_per_s() : 0.0;
+  // One FLOP convention for MFU and HFU (Korthikanti et al. 2022): hardware FLOPs are the model
+  // FLOPs plus the FLOPs of the recomputed kernels, so HFU >= MFU by construction. The kernels'
+  // own count (a causal flash-attention kernel skips the masked half) is kept beside it.
+  double kernel_flops = 0, recompute_flops = 0;
+  for (const StageProgram& sp : programs_) {
+    kernel_flops += sp.flops;
+    recompute_flops += sp.recompute_flops;
+  }
+  const double replicas = static_cast<double>(lay_.tp()) * lay_.cp() * lay_.dp();
+  r.kernel_flops_per_step = kernel_flops * replicas;
+  r.hardware_flops_per_step = r.model_flops_per_step + recompute_flops * replicas;
+  const auto peak_of = [&](const hw::GpuSpec& g) {
+    const auto pk = g.peak.find(tr.precision);
+    return pk != g.peak.end() ? pk->second.flops_per_s() : 0.0;
+  };
+  // Mixed kinds: the mean peak over the GPUs, so that MFU is against the cluster's total peak.
+  double peak_sum = 0;
+  for (int rank = 0; rank < lay_.gpus(); ++rank) peak_sum += peak_of(*kinds_[static_cast<std::size_t>(kind_of_rank_[static_cast<std::size_t>(rank)])]);
+  r.peak_flops_per_gpu = peak_sum / lay_.gpus();
+  if (kinds_.size() > 1) {
+    for (std::size_t k = 0; k < kinds_.size(); ++k) {
+      KindReport kr;
+      kr.gpu = kinds_[k]->name;
+      for (int rank : kind_of_rank_) kr.gpus += rank == static_cast<int>(k) ? 1 : 0;
+      kr.peak_flops_per_gpu = peak_of(*kinds_[k]);
+      for (const Executor& e : execs_) {
+        if (kind_of(e.stage, e.replica) != static_cast<int>(k)) continue;
+        kr.compute_s = std::max(kr.compute_s, e.time[static_cast<std::size_t>(TimeKind::compute)]);
+        kr.end_s = std::max(kr.end_s, e.end.seconds());
+      }
+      kr.utilization = r.step_time_s > 0 ? kr.compute_s / r.step_time_s : 0.0;
+      // Every GPU does the same model work per step (the layout splits it evenly).
+      if (kr.peak_flops_per_gpu > 0) kr.mfu = r.model_flops_per_step / r.gpus / (r.step_time_s * kr.peak_flops_per_gpu);
+      r.kinds.push_back(kr);
+    }
+  }
   r.tflops_per_gpu = r.model_flops_per_step / r.step_time_s / r.gpus * 1e-12;
   if (r.peak_flops_per_gpu > 0) {
     r.mfu = r.model_flops_per_step / (r.step_time_s * r.gpus * r.peak_flops_per_gpu);
@@ -1380,7 +1510,12 @@ StepResult Engine::result() {
     mi.expert_dp = lay_.expert_grad_dp();
     mi.activations = sp.activation_bytes;
     if (in_.parallel.zero >= 3) mi.gathered_params = 2.0 * sp.dense_params / std::max(1, sp.layers);
-    const int rank = lay_.rank(Coords{0, 0, 0, s});
+    // The stage's smallest GPU (clusters of several kinds may differ in memory).
+    int rank = lay_.rank(Coords{0, 0, 0, s});
+    for (int d = 1; d < lay_.dp(); ++d) {
+      const int other = lay_.rank(Coords{0, 0, d, s});
+      if (topo_.node_template(topo_.node_of(other)).spec().gpu.memory < topo_.node_template(topo_.node_of(rank)).spec().gpu.memory) rank = other;
+    }
     const Bytes capacity = topo_.node_template(topo_.node_of(rank)).spec().gpu.memory;
     st.memory = stage_memory(mi, tr, in_.parallel.zero, in_.memory, capacity);
     if (st.memory.total > r.peak_memory.total) r.peak_memory = st.memory;
@@ -1391,9 +1526,9 @@ StepResult Engine::result() {
     }
     r.stages.push_back(st);
   }
-  r.symmetric = in_.symmetric;
+  r.symmetric = symmetric_;
   const int tpcp = lay_.tp() * lay_.cp();
-  if (in_.symmetric && (lay_.dp() > 1 || tpcp > 1)) {
+  if (symmetric_ && (lay_.dp() > 1 || tpcp > 1)) {
     std::string who;
     if (lay_.dp() > 1) who = fmt::format("1 of {} data-parallel replicas", lay_.dp());
     if (tpcp > 1) who += fmt::format("{}1 of {} tensor/context-parallel ranks", who.empty() ? "" : " and ", tpcp);

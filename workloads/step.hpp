@@ -89,6 +89,17 @@ struct InputReport {
   double gpu_samples_per_s = 0;
 };
 
+// Per GPU kind, on clusters of several kinds: the slowest kind bounds a synchronous step.
+struct KindReport {
+  std::string gpu;
+  int gpus = 0;
+  double peak_flops_per_gpu = 0;
+  double compute_s = 0;     // the longest compute time of a simulated rank of this kind
+  double end_s = 0;         // when its last simulated rank finished the step
+  double utilization = 0;   // compute_s / step time
+  double mfu = 0;           // against this kind's own peak
+};
+
 struct StepResult {
   std::string layout;                 // "tp 8 x pp 16 x cp 1 x dp 8, order tp-cp-dp-pp"
   int gpus = 0;
@@ -100,7 +111,8 @@ struct StepResult {
   double samples_per_s = 0;
   double tokens_per_s = 0;            // 0 for CNNs
   double model_flops_per_step = 0;    // by the convention of model_flops_per_sample
-  double hardware_flops_per_step = 0; // every kernel the GPUs run, recomputation included
+  double hardware_flops_per_step = 0; // model FLOPs + recomputed kernels' FLOPs (HFU; >= model)
+  double kernel_flops_per_step = 0;   // the kernels' own count (causal flash attention: half the scores)
   double tflops_per_gpu = 0;          // model FLOPs per GPU per second, in TFLOP/s
   double mfu = 0;                     // model FLOPs utilization of the dense peak
   double hfu = 0;                     // hardware FLOPs utilization
@@ -116,6 +128,7 @@ struct StepResult {
   std::uint64_t events = 0;
   std::uint64_t collectives = 0;
   InputReport input;
+  std::vector<KindReport> kinds;      // only for clusters of several GPU kinds
   Timeline timeline;                  // when StepInputs::record_timeline
 };
 

@@ -105,7 +105,7 @@ struct ParallelSpec {
   int zero = 0;                    // 0 (plain data parallel), 1, 2 or 3 (3 = FSDP full sharding)
   bool sequence_parallel = false;
   DpImpl dp_impl = DpImpl::ddp;
-  Bytes bucket = Bytes(25'000'000);        // DDP gradient bucket (PyTorch default 25 MB)
+  Bytes bucket = Bytes::MiB(25);           // DDP gradient bucket cap (PyTorch bucket_cap_mb=25, in MiB)
   Bytes fusion_buffer = Bytes(64 << 20);   // Horovod tensor fusion threshold
   Time fusion_cycle = Time::ms(1);         // Horovod cycle time
   std::string order = "tp-cp-dp-pp";      // rank placement, innermost first (Megatron's default)
