@@ -341,11 +341,12 @@ Expected<std::vector<Chart>> study_charts(const json& doc) {
     std::size_t oom = 0;
     for (const json* r : rows) {
       const json& s = member(*r, "summary");
-      if (num(s, "time_to_train_s") <= 0) continue;
+      // A row that does not fit has no time to train (not achievable): left out, and counted.
       if (!fits(*r)) {
         ++oom;
         continue;
       }
+      if (num(s, "time_to_train_s") <= 0) continue;
       cost = cost || num(s, "cost") > 0;
       lines += fmt::format("{} {} {}\n", label(short_label(*r)), g(num(s, "time_to_train_s") / 86400), g(num(s, "cost")));
     }
