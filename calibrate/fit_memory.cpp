@@ -24,13 +24,6 @@ double round4(double x) {
 std::string time_text(double seconds) { return fmt::format("{:.3f} us", seconds * 1e6); }
 std::string fraction_text(double f) { return fmt::format("{:.4f}", f); }
 
-double median_abs_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  for (double& x : v) x = std::fabs(x);
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // The held-out |relative error| median of `p` per harness kernel of one kind (kernels without
 // held-out points are left out: nothing to judge them by).
@@ -44,7 +37,7 @@ std::map<std::string, double> held_medians(const std::vector<MemorySample>& s, c
     e[s[i].kernel].push_back((cm.kernel_time(*k).seconds() - s[i].time_s) / s[i].time_s);
   }
   std::map<std::string, double> out;
-  for (auto& [kernel, v] : e) out[kernel] = median_abs_of(v);
+  for (auto& [kernel, v] : e) out[kernel] = median_abs(v);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/fit.hpp"
+#include "config/csv.hpp"
 #include "config/simulate_loader.hpp"
 #include "workloads/compute.hpp"
 #include "workloads/layout.hpp"
@@ -22,32 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-// Splits one CSV line into fields; double quotes protect commas, "" is a quote.
-Expected<std::vector<std::string>> split_csv(std::string_view line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        out.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        out.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.emplace_back();
-    } else if (c != '\r') {
-      out.back() += c;
-    }
-  }
-  if (quoted) return Error("a quoted field is not closed");
-  return out;
-}
 
 std::string lower(std::string_view s) {
   std::string o(s);
@@ -89,19 +64,14 @@ Expected<std::vector<ProfiledKernel>> parse_kernel_csv(std::string_view text, co
   std::string line;
   int n = 0, name_col = -1, dur_col = -1, metric_col = -1, unit_col = -1, value_col = -1;
   std::size_t columns = 0;
-  auto trim = [](std::string s) {
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
-    std::size_t i = 0;
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-    return s.substr(i);
-  };
   while (std::getline(in, line)) {
     ++n;
     if (line.empty() || line == "\r") continue;
     if (name_col < 0 && line.rfind("==", 0) == 0) continue;  // ncu's "==PROF==" banner lines
-    auto f = split_csv(line);
-    if (!f) return Error(fmt::format("{}:{}: {}", where, n, f.error().message));
-    for (auto& x : *f) x = trim(x);
+    bool unclosed = false;
+    const std::vector<std::string> cells = config::split_csv_line(line, &unclosed);
+    const auto* f = &cells;
+    if (unclosed) return Error(fmt::format("{}:{}: a quoted field is not closed", where, n));
     if (name_col < 0) {
       for (std::size_t i = 0; i < f->size(); ++i) {
         const std::string& h = (*f)[i];

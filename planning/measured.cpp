@@ -1,5 +1,7 @@
 #include "planning/measured.hpp"
 
+#include "config/csv.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -10,34 +12,7 @@
 
 namespace dtsim::planning {
 
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        out.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        out.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.emplace_back();
-    } else if (c != '\r') {
-      out.back() += c;
-    }
-  }
-  for (auto& f : out) {
-    f.erase(0, f.find_first_not_of(' '));
-    f.erase(f.find_last_not_of(' ') + 1);
-  }
-  return out;
-}
+std::vector<std::string> split_csv_line(const std::string& line) { return config::split_csv_line(line); }
 
 Expected<MeasuredTable> read_measured_csv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

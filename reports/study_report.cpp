@@ -12,6 +12,7 @@
 
 #include "planning/journal.hpp"
 #include "planning/study.hpp"
+#include "reports/html.hpp"
 #include "reports/output.hpp"
 
 namespace dtsim::reports {
@@ -37,20 +38,7 @@ double num(const json& j, const char* key, double def = 0) {
   return it != j.end() && it->is_number() ? it->get<double>() : def;
 }
 
-std::string html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string html(const std::string& s) { return html_escape(s); }
 
 std::string md(const std::string& s) {
   std::string out;

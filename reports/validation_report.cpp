@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "reports/charts.hpp"
+#include "reports/html.hpp"
 #include "reports/output.hpp"
 
 namespace dtsim::reports {
@@ -16,20 +17,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n') ? ' ' : c;
-    }
-  }
-  return out;
-}
+std::string esc(const std::string& s) { return html_escape(s); }
 
 // gnuplot text: single-quoted, control characters dropped.
 std::string gq(const std::string& s) {
