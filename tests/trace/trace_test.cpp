@@ -192,7 +192,11 @@ int run(const std::string& args, std::string& out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-std::string temp(const std::string& name) { return ::testing::TempDir() + "dtsim-trace-" + name; }
+// A temporary file of this test's own (ctest runs the tests of this file as parallel processes).
+std::string temp(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "dtsim-trace-" + (info != nullptr ? std::string(info->name()) + "-" : std::string()) + name;
+}
 
 nlohmann::json simulate_json(const std::string& trace_file, const std::string& cluster, const std::string& extra = "") {
   const std::string cfg = temp("cfg.yaml"), json = temp("out.json");
