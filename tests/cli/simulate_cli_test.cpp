@@ -246,3 +246,33 @@ TEST(ClassicCli, OneSweepComparesTheImplementations) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SimulateCli, DropoutSettingsAreCheckedAtTheirLine) {
+  const std::string f = temp("bad-dropout.yaml");
+  std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 1}\n"
+                      "model: gpt3-1.3b\n"
+                      "training: {global_batch: 8, dropout: 1.5, dropout_rng: sha256, dropout_mask: kept}\n";
+  const Result r = run("simulate " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(f + ":3:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("training.dropout:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'sha256' is not one of: philox, hash"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'kept' is not one of: stored, regenerated"), std::string::npos) << r.out;
+  // Valid values run, and 0 removes dropout: the step gets no slower than with dropout 0.1.
+  const std::string g = temp("dropout.yaml");
+  auto step = [&](const std::string& extra) {
+    std::ofstream(g) << "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-1.3b\n"
+                        "training: {global_batch: 8, attention: standard" << extra << "}\n";
+    const Result ok = run("simulate " + g + " --json " + temp("dropout.json"));
+    EXPECT_EQ(ok.code, 0) << ok.out;
+    std::ifstream in(temp("dropout.json"));
+    return nlohmann::json::parse(in)["result"]["step_time_s"].get<double>();
+  };
+  const double none = step(", dropout: 0"), philox = step(", dropout: 0.1"), hash = step(", dropout: 0.1, dropout_rng: hash");
+  EXPECT_LT(none, philox);
+  EXPECT_LT(philox, hash);  // a 64-bit hash per element costs more than Philox's bytes
+}
+
+}  // namespace
