@@ -287,6 +287,10 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = enum_field(*tr, "recompute", workloads::Recompute::none, workloads::parse_recompute, "none, selective, full")) t.recompute = *v;
     if (auto v = enum_field(*tr, "optimizer", workloads::Optimizer::adam, workloads::parse_optimizer, "adam, sgd")) t.optimizer = *v;
     if (auto v = enum_field(*tr, "attention", workloads::Attention::flash, workloads::parse_attention, "flash, standard")) t.attention = *v;
+    if (auto v = enum_field(*tr, "framework", workloads::Framework::megatron, workloads::parse_framework,
+                            "megatron, pytorch-eager, torch-compile")) {
+      t.framework = *v;
+    }
     if (auto v = tr->number("dropout", false, 0.0, 0.99)) t.dropout = *v;
     if (auto v = tr->string("dropout_rng")) {
       if (*v == "hash") t.dropout_hash_rng = true;
@@ -413,6 +417,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"recompute", std::string(workloads::to_string(t.recompute))},
                      {"optimizer", std::string(workloads::to_string(t.optimizer))},
                      {"attention", std::string(workloads::to_string(t.attention))},
+                     {"framework", std::string(workloads::to_string(t.framework))},
                      {"dropout_mask", t.dropout_mask_regenerated ? "regenerated" : "stored"},
                      {"dropout_rng", t.dropout_hash_rng ? "hash" : "philox"}};
   if (t.dropout) res["training"]["dropout"] = *t.dropout;

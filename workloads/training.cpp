@@ -12,6 +12,14 @@ std::string_view to_string(Recompute r) {
 }
 std::string_view to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "sgd"; }
 std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "standard"; }
+std::string_view to_string(Framework f) {
+  switch (f) {
+    case Framework::megatron: return "megatron";
+    case Framework::pytorch_eager: return "pytorch-eager";
+    case Framework::torch_compile: return "torch-compile";
+  }
+  return "?";
+}
 std::string_view to_string(DpImpl d) {
   switch (d) {
     case DpImpl::ddp: return "ddp";
@@ -38,6 +46,12 @@ std::optional<Optimizer> parse_optimizer(std::string_view s) {
 std::optional<Attention> parse_attention(std::string_view s) {
   if (s == "flash") return Attention::flash;
   if (s == "standard") return Attention::standard;
+  return std::nullopt;
+}
+std::optional<Framework> parse_framework(std::string_view s) {
+  for (Framework f : {Framework::megatron, Framework::pytorch_eager, Framework::torch_compile}) {
+    if (to_string(f) == s) return f;
+  }
   return std::nullopt;
 }
 std::optional<DpImpl> parse_dp_impl(std::string_view s) {

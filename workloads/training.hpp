@@ -15,6 +15,12 @@ namespace dtsim::workloads {
 enum class Recompute { none, selective, full };
 enum class Optimizer { adam, sgd_momentum };
 enum class Attention { flash, standard };
+// Which framework's kernels a step runs (`training.framework`):
+//  megatron       fused kernels as Megatron-LM / Transformer Engine run them (dtsim's analytical program)
+//  pytorch_eager  Hugging Face / torchvision code in eager PyTorch: unfused elementwise ops, AMP casts,
+//                 fp32 loss over the vocabulary, one kernel launch per op paid on the host
+//  torch_compile  the same model under torch.compile: elementwise chains fused by Inductor
+enum class Framework { megatron, pytorch_eager, torch_compile };
 // How data parallelism is done:
 //  ddp               PyTorch DistributedDataParallel: one process per GPU, bucketed all-reduce overlapping backward
 //  horovod           one process per GPU, tensor fusion on a cycle, ring all-reduce
@@ -28,10 +34,12 @@ enum class DpImpl { ddp, horovod, no_overlap, mirrored, dataparallel, parameter_
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Attention a);
+std::string_view to_string(Framework f);
 std::string_view to_string(DpImpl d);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::optional<Attention> parse_attention(std::string_view s);
+std::optional<Framework> parse_framework(std::string_view s);
 std::optional<DpImpl> parse_dp_impl(std::string_view s);
 
 // Where training data comes from and how it reaches the GPUs (`training.data`). A loader runs
@@ -63,6 +71,7 @@ struct TrainingSpec {
   Recompute recompute = Recompute::none;
   Optimizer optimizer = Optimizer::adam;
   Attention attention = Attention::flash;
+  Framework framework = Framework::megatron;
   // Dropout probability; nullopt: the model family's usual setting (0.1 for GPT/BERT-style models
   // with biases, none for Llama-style ones).
   std::optional<double> dropout;
