@@ -54,7 +54,7 @@ TEST(ModelLoaderPresets, TheLibraryHasEveryNamedModel) {
                                           "gpt3-125m",  "gpt3-350m",  "gpt3-760m", "gpt3-1.3b",  "gpt3-2.7b",
                                           "gpt3-6.7b",  "gpt3-13b",   "gpt3-175b", "megatron-530b", "megatron-1t",
                                           "llama2-7b",  "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
-                                          "llama3-405b", "mixtral-8x7b"};
+                                          "llama3-405b", "mixtral-8x7b", "gpt2-124m",  "llama3.2-1b"};
   const auto names = preset_names("models");
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), expected);
 }
@@ -65,10 +65,11 @@ TEST(ModelLoaderPresets, EveryPresetLoadsAndMatchesItsPublishedCount) {
   // counts (1,082,170 more, 0.3%). GPT-3 350M / 1.3B / 2.7B: the paper's labels are rounded
   // 1.2-1.8% away from what the tabulated shapes sum to (see presets/models/gpt3-*.yaml).
   const std::set<std::string> exact = {"alexnet",   "vgg16",      "resnet50",   "gpt2-1.5b", "llama2-7b",
-                                       "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "mixtral-8x7b"};
+                                       "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "mixtral-8x7b",
+                                       "gpt2-124m", "llama3.2-1b"};
   const std::map<std::string, double> wider = {{"gpt3-350m", 0.02}, {"gpt3-1.3b", 0.02}, {"gpt3-2.7b", 0.02}};
   const auto names = preset_names("models");
-  ASSERT_EQ(names.size(), 22u);
+  ASSERT_EQ(names.size(), 24u);
   for (const std::string& name : names) {
     LoadContext ctx;
     auto m = load_preset(name, ctx);
