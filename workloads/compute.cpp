@@ -141,11 +141,15 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
       break;
     }
     case KernelClass::attention:
-      compute_s = k.flops / (peak(k.dtype) * (k.sdpa ? params_.sdpa_fwd_efficiency : params_.attention_fwd_efficiency));
+      compute_s = k.flops / (peak(k.dtype) * (k.sdpa_masked ? params_.sdpa_masked_fwd_efficiency
+                                              : k.sdpa        ? params_.sdpa_fwd_efficiency
+                                                              : params_.attention_fwd_efficiency));
       if (k.sdpa) compute_s += k.elements * params_.sdpa_dropout_ops / fp32_rate();
       break;
     case KernelClass::attention_bwd:
-      compute_s = k.flops / (peak(k.dtype) * (k.sdpa ? params_.sdpa_bwd_efficiency : params_.attention_bwd_efficiency));
+      compute_s = k.flops / (peak(k.dtype) * (k.sdpa_masked ? params_.sdpa_masked_bwd_efficiency
+                                              : k.sdpa        ? params_.sdpa_bwd_efficiency
+                                                              : params_.attention_bwd_efficiency));
       if (k.sdpa) compute_s += k.elements * params_.sdpa_dropout_ops / fp32_rate();
       break;
     case KernelClass::memory:
@@ -243,6 +247,15 @@ std::vector<ComputeParamInfo> build_table() {
   number("framework.sdpa_bwd_efficiency", &ComputeParams::sdpa_bwd_efficiency, "fraction",
          "PyTorch frameworks: scaled_dot_product_attention backward (cuDNN flash), fraction of peak",
          "Llama trace: cudnn sdpa flash_bprop 259.6 us for 2.5 x 34.4 GFLOP", 1.0);
+  number("framework.sdpa_masked_fwd_efficiency", &ComputeParams::sdpa_masked_fwd_efficiency, "fraction",
+         "PyTorch frameworks: SDPA forward given an explicit mask (memory-efficient kernel over the full score matrix), "
+         "fraction of peak",
+         "assumption: an sm80 CUTLASS kernel without Hopper's wgmma, about a quarter of the bf16 peak; used where Hugging Face "
+         "passes a materialised causal mask (transformers masking_utils._ignore_causal_mask_sdpa is False under torch.compile)",
+         1.0);
+  number("framework.sdpa_masked_bwd_efficiency", &ComputeParams::sdpa_masked_bwd_efficiency, "fraction",
+         "PyTorch frameworks: SDPA backward given an explicit mask, fraction of peak",
+         "assumption: below the forward, as every attention backward (FlashAttention-2 paper)", 1.0);
   number("framework.sdpa_dropout_ops", &ComputeParams::sdpa_dropout_ops, "operations",
          "PyTorch frameworks: fp32 operations per attention-score element for dropout inside SDPA (forward, and again in "
          "the backward)",

@@ -60,6 +60,7 @@ struct Kernel {
   bool unaligned = false;  // GEMM: a dimension is not a multiple of 8 elements, cuBLAS falls back to align1 kernels
   bool sdpa = false;       // attention: PyTorch's scaled_dot_product_attention (cuDNN flash on Hopper); `elements`:
                            // attention-dropout random numbers drawn inside the kernel
+  bool sdpa_masked = false;  // attention: SDPA given an explicit mask (memory-efficient kernel, full score matrix)
 };
 
 // A GEMM kernel with its flops and bytes filled in (inputs in `in`, output in `out` precision).
@@ -126,6 +127,10 @@ struct ComputeParams {
   // torch.nn.functional.scaled_dot_product_attention (cuDNN flash, head dim 64), of the dtype's peak.
   double sdpa_fwd_efficiency = 0.343;
   double sdpa_bwd_efficiency = 0.334;
+  // SDPA with an explicit attention mask (Hugging Face decoders under torch.compile): neither flash
+  // nor cuDNN takes a mask, PyTorch runs the memory-efficient (CUTLASS, sm80) kernel. Assumed.
+  double sdpa_masked_fwd_efficiency = 0.25;
+  double sdpa_masked_bwd_efficiency = 0.18;
   // Attention dropout inside SDPA: fp32 operations per attention-score element (forward; the backward
   // regenerates the same mask).
   double sdpa_dropout_ops = 80;

@@ -221,12 +221,18 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
     bl.f(ew("cache_cat", d(T) * d(kvd), 4, MemoryKind::layout));
   }
   {
-    const double causal = m.encoder ? 1.0 : 0.5;
+    // Hugging Face skips its causal mask and calls SDPA with is_causal (flash or cuDNN, half the
+    // scores) except while tracing: under torch.compile the decoder's causal mask is materialised
+    // and passed, so SDPA runs the memory-efficient kernel over the full score matrix
+    // (transformers masking_utils._ignore_causal_mask_sdpa).
+    const bool masked = bl.compile && !m.encoder;
+    const double causal = m.encoder || masked ? 1.0 : 0.5;
     Kernel a;
     a.name = "attention";
     a.cls = KernelClass::attention;
     a.dtype = bl.amp ? hw::DType::bf16 : hw::DType::fp32;
     a.sdpa = true;
+    a.sdpa_masked = masked;
     a.flops = 4.0 * d(sh.micro_batch * heads) * d(sh.seq) * d(sh.seq) * d(hd) * causal;
     a.bytes = d(T) * d(2 * q + 2 * kvd) * ab;
     a.elements = sh.dropout > 0 ? d(sh.micro_batch * heads) * d(sh.seq) * d(sh.seq) * causal : 0;
@@ -437,6 +443,7 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
         k.bytes = (in_el + out_el) * eb + d(l.params()) * eb;
         k.weighted = true;
         if (amp) bl.f(ew("cast_weight", d(l.params()), 6));
+        if (amp && first_weighted) bl.f(ew("cast_input", in_el, 6));  // the fp32 images
         bl.f(k);
         std::vector<Kernel> g;
         if (!first_weighted) {
@@ -465,9 +472,21 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
         // Channels-last batch norm in training: per-channel statistics (a reduction over the
         // input), then the normalisation; backward: a reduction over gradient and input, then the
         // input gradient.
+        // Eager also counts the batches (num_batches_tracked += 1), zeroes a scratch pair and
+        // updates the running statistics: three small kernels (ResNet-50 trace: five kernels per
+        // batch norm forward, three backward).
+        if (!compile) {
+          bl.f(tiny("batchnorm_count"));
+          bl.f(tiny("batchnorm_fill"));
+        }
         bl.f(ew("batchnorm_stats", in_el, eb, MemoryKind::norm));
+        if (!compile) bl.f(tiny("batchnorm_running_stats"));
         bl.f(ew(compile && relu_next ? "batchnorm_relu" : "batchnorm", in_el, 2 * eb));
-        bl.b({ew("batchnorm_grad_reduce", in_el, 2 * eb, MemoryKind::norm_bwd), ew("batchnorm_grad_input", in_el, 3 * eb)});
+        if (compile) {
+          bl.b({ew("batchnorm_grad_reduce", in_el, 2 * eb, MemoryKind::norm_bwd), ew("batchnorm_grad_input", in_el, 3 * eb)});
+        } else {
+          bl.b({ew("batchnorm_grad_reduce", in_el, 2 * eb, MemoryKind::norm_bwd), tiny("batchnorm_grad_weight"), ew("batchnorm_grad_input", in_el, 3 * eb)});
+        }
         break;
       case CnnLayer::Kind::relu:
         if (compile) break;  // fused into the batch norm before it (and its backward into batch norm's)
