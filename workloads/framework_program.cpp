@@ -523,21 +523,22 @@ int multi_tensor_launches(const std::vector<std::int64_t>& tensors, int depth) {
   constexpr I kChunk = 65536;
   constexpr I kMaxBlocks = 320;
   const int max_tensors = kMaxTensors[static_cast<std::size_t>(std::clamp(depth, 1, 5) - 1)];
+  // A launch happens when the blocks are full, or when the tensors are full at a tensor's last
+  // chunk; a tensor cut by a launch carries over as the first tensor of the next one.
   int launches = 0, held = 0;
   I blocks = 0;
   for (const I t : tensors) {
     if (t <= 0) continue;
     ++held;
-    for (I chunks = (t + kChunk - 1) / kChunk; chunks > 0; --chunks) {
-      if (++blocks == kMaxBlocks) {
+    const I chunks = (t + kChunk - 1) / kChunk;
+    for (I c = 0; c < chunks; ++c) {
+      ++blocks;
+      const bool last = c == chunks - 1;
+      if (blocks == kMaxBlocks || (held == max_tensors && last)) {
         ++launches;
         blocks = 0;
+        held = last ? 0 : 1;
       }
-    }
-    if (held == max_tensors) {
-      if (blocks > 0) ++launches;
-      held = 0;
-      blocks = 0;
     }
   }
   if (blocks > 0) ++launches;
