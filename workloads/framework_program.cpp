@@ -305,6 +305,9 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
   bl.grad_sum(Th, 2);  // the residual stream's gradient meets the branch's
 
   LayerProgram p = bl.finish("block");
+  // Activation checkpointing (Hugging Face gradient_checkpointing) reruns the block's forward
+  // before its backward; selective recomputation has no Hugging Face counterpart.
+  if (sh.recompute == Recompute::full) p.recompute = p.forward;
   const LayerProgram shape = transformer_block(m, sh);  // the same parameters and tensors
   p.params = shape.params;
   p.tensors = shape.tensors;
