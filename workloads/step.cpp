@@ -1409,6 +1409,11 @@ void Engine::optimizer_step(Executor& e) {
       if (s.tensors.empty()) tensors.push_back(static_cast<I>(s.params));
       tensors.insert(tensors.end(), s.tensors.begin(), s.tensors.end());
     }
+    // ZeRO / FSDP: each rank updates its shard of every tensor.
+    const I parts = static_cast<I>(shard);
+    if (parts > 1) {
+      for (I& t : tensors) t = (t + parts - 1) / parts;
+    }
     Time lead = e.prog->gpu_lead;
     for (const Kernel& k : framework_optimizer(in_.training, tensors)) {
       const Time kt = cm.kernel_time(k);
