@@ -146,6 +146,7 @@ Expected<reports::SimulateReport> simulate_record(const config::SimulateConfig& 
   rep.model = workloads::model_name(cfg.inputs.model);
   rep.cluster = topo.summary();
   rep.precision = std::string(hw::to_string(cfg.inputs.training.precision));
+  if (cfg.inputs.training.framework != workloads::Framework::megatron) rep.framework = std::string(workloads::to_string(cfg.inputs.training.framework));
   rep.config = cfg.resolved;
   rep.config["cluster"] = {{"summary", topo.summary()}, {"gpus", topo.gpus()}, {"nodes", topo.nodes()},
                            {"fabric", std::string(hw::to_string(cfg.cluster.fabric.kind))}};

@@ -73,6 +73,11 @@ std::string render_simulate(const SimulateReport& rep) {
   std::string out;
   out += fmt::format("# dtsim simulate: {} on {}\n", rep.model, rep.cluster);
   out += fmt::format("# layout: {}; {} micro-batch{} per pipeline per step\n", r.layout, r.micro_batches, r.micro_batches == 1 ? "" : "es");
+  if (!rep.framework.empty()) {
+    out += fmt::format("# framework: {} (its kernels, AMP casts and host launch cost per kernel; dtsim simulate --list-params, "
+                       "framework.*)\n",
+                       rep.framework);
+  }
   if (!r.symmetry_note.empty()) out += "# " + r.symmetry_note + "\n";
   out += "\n";
   if (!r.fits) {
@@ -232,6 +237,7 @@ nlohmann::json simulate_json(const SimulateReport& rep) {
       {"symmetry_note", r.symmetry_note},
       {"simulation", {{"events", r.events}, {"collectives", r.collectives}}}};
   if (r.input.modelled) result["input"] = input_json(r.input);
+  if (!rep.framework.empty()) result["framework"] = rep.framework;
   if (!r.kinds.empty()) {
     nlohmann::json kinds = nlohmann::json::array();
     for (const auto& k : r.kinds) {

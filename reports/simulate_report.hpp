@@ -16,6 +16,9 @@ struct SimulateReport {
   std::string model;
   std::string cluster;       // topology summary
   std::string precision;     // e.g. "bf16"
+  // training.framework when it is not the default (megatron): its header line and JSON field say
+  // which framework's kernels and host costs were assumed.
+  std::string framework;
   nlohmann::json config;     // the resolved configuration
   workloads::StepResult result;
   workloads::RunEstimate run;         // energy per step always; the run's figures when budget.any()

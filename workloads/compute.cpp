@@ -136,15 +136,21 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
   double compute_s = 0;
   switch (k.cls) {
     case KernelClass::gemm: {
-      const double eff = gemm_efficiency(k.m, k.n, k.k, k.batch, k.dtype);
+      const double eff = k.unaligned ? params_.gemm_unaligned_efficiency : gemm_efficiency(k.m, k.n, k.k, k.batch, k.dtype);
       compute_s = eff > 0 ? k.flops / (peak(k.dtype) * eff) : 0;
       break;
     }
     case KernelClass::attention:
-      compute_s = k.flops / (peak(k.dtype) * params_.attention_fwd_efficiency);
+      compute_s = k.flops / (peak(k.dtype) * (k.sdpa_masked ? params_.sdpa_masked_fwd_efficiency
+                                              : k.sdpa        ? params_.sdpa_fwd_efficiency
+                                                              : params_.attention_fwd_efficiency));
+      if (k.sdpa) compute_s += k.elements * params_.sdpa_dropout_ops / fp32_rate();
       break;
     case KernelClass::attention_bwd:
-      compute_s = k.flops / (peak(k.dtype) * params_.attention_bwd_efficiency);
+      compute_s = k.flops / (peak(k.dtype) * (k.sdpa_masked ? params_.sdpa_masked_bwd_efficiency
+                                              : k.sdpa        ? params_.sdpa_bwd_efficiency
+                                                              : params_.attention_bwd_efficiency));
+      if (k.sdpa) compute_s += k.elements * params_.sdpa_dropout_ops / fp32_rate();
       break;
     case KernelClass::memory:
       // Random numbers for a dropout mask are computed on the fp32 pipes, one per element.
@@ -229,6 +235,52 @@ std::vector<ComputeParamInfo> build_table() {
          "Philox4x32-10's operation count (Salmon et al. 2011, ~20 per number) plus compare and scale; bytes bound it "
          "(PyTorch's dropout at 2.5 TB/s on H100, data/traces/h100-2026-11-23)",
          1e9);
+  number("framework.gemm_unaligned_efficiency", &ComputeParams::gemm_unaligned_efficiency, "fraction",
+         "PyTorch frameworks: fraction of the bf16 peak a GEMM reaches when a dimension is not a multiple of 8 elements "
+         "(cuBLAS align1 kernels; Megatron pads the vocabulary, torch.compile pads shapes)",
+         "GPT-2 trace (data/traces/h100-2026-11-23, trace-gpt2-124m-b8-s1024): the three 8192x50257x768 LM-head GEMMs "
+         "(cutlass_75 s1688gemm align1) take 15.5 ms for 1.90 TFLOP = 122 TFLOP/s of 989",
+         1.0);
+  number("framework.sdpa_fwd_efficiency", &ComputeParams::sdpa_fwd_efficiency, "fraction",
+         "PyTorch frameworks: scaled_dot_product_attention forward (cuDNN flash), fraction of peak",
+         "Llama trace (trace-llama-1b-b2-s2048): cudnn sdpa flash_fprop 101.3 us for 34.4 GFLOP (causal, head dim 64)", 1.0);
+  number("framework.sdpa_bwd_efficiency", &ComputeParams::sdpa_bwd_efficiency, "fraction",
+         "PyTorch frameworks: scaled_dot_product_attention backward (cuDNN flash), fraction of peak",
+         "Llama trace: cudnn sdpa flash_bprop 259.6 us for 2.5 x 34.4 GFLOP", 1.0);
+  number("framework.sdpa_masked_fwd_efficiency", &ComputeParams::sdpa_masked_fwd_efficiency, "fraction",
+         "PyTorch frameworks: SDPA forward given an explicit mask (memory-efficient kernel over the full score matrix), "
+         "fraction of peak",
+         "assumption: an sm80 CUTLASS kernel without Hopper's wgmma, about a quarter of the bf16 peak; used where Hugging Face "
+         "passes a materialised causal mask (transformers masking_utils._ignore_causal_mask_sdpa is False under torch.compile)",
+         1.0);
+  number("framework.sdpa_masked_bwd_efficiency", &ComputeParams::sdpa_masked_bwd_efficiency, "fraction",
+         "PyTorch frameworks: SDPA backward given an explicit mask, fraction of peak",
+         "assumption: below the forward, as every attention backward (FlashAttention-2 paper)", 1.0);
+  number("framework.sdpa_dropout_ops", &ComputeParams::sdpa_dropout_ops, "operations",
+         "PyTorch frameworks: fp32 operations per attention-score element for dropout inside SDPA (forward, and again in "
+         "the backward)",
+         "GPT-2 trace (attn_pdrop 0.1): flash_fprop 103 us and flash_bprop 153 us against 38 us and 97 us at the Llama "
+         "trace's efficiencies; the difference over 50.3 M score elements at 67 TFLOP/s fp32",
+         1e9);
+  auto host = [&](std::string name, Time ComputeParams::*m, std::string help, std::string source) {
+    t.push_back(ComputeParamInfo{std::move(name), "time", std::move(help), std::move(source),
+                                 [m](const ComputeParams& p) { return to_string(p.*m); },
+                                 [m](ComputeParams& p, std::string_view v) {
+                                   auto r = parse_time(v);
+                                   if (!r) return Status(r.error());
+                                   if (r->picoseconds() < 0) return Status(Error("a host time cannot be negative"));
+                                   p.*m = *r;
+                                   return Status();
+                                 }});
+  };
+  host("framework.pytorch_eager.host_per_kernel", &ComputeParams::eager_host_per_kernel,
+       "pytorch-eager: host time per launched kernel (Python, dispatcher, autograd, cudaLaunchKernel); the GPU idles when "
+       "kernels are shorter",
+       "the three H100 traces (data/traces/h100-2026-11-23): replaying each trace's measured kernels in launch order behind "
+       "a host that issues one every 40 us gives 67.6, 121.2 and 42.5 ms against the unprofiled 67.7, 120.5 and 40.9 ms");
+  host("framework.torch_compile.host_per_kernel", &ComputeParams::compile_host_per_kernel,
+       "torch-compile: host time per launched kernel (Inductor's generated wrapper calls the kernels directly)",
+       "assumption: no trace of a compiled step; a quarter of the eager figure (no Python module code, no dispatcher per op)");
   t.push_back(ComputeParamInfo{"kernel_overhead", "time", "launch and fixed cost added to every kernel",
                                "fit: the published 1024^3 GEMMs imply about 4 us of fixed cost",
                                [](const ComputeParams& p) { return to_string(p.kernel_overhead); },

@@ -56,6 +56,11 @@ struct Kernel {
   double bytes = 0;                  // HBM traffic, read + written
   hw::DType dtype = hw::DType::bf16; // math type (peak used)
   bool weighted = false;             // GEMM with a weight matrix (its backward has a weight gradient)
+  // Eager PyTorch (training.framework pytorch-eager / torch-compile; never set by the megatron program):
+  bool unaligned = false;  // GEMM: a dimension is not a multiple of 8 elements, cuBLAS falls back to align1 kernels
+  bool sdpa = false;       // attention: PyTorch's scaled_dot_product_attention (cuDNN flash on Hopper); `elements`:
+                           // attention-dropout random numbers drawn inside the kernel
+  bool sdpa_masked = false;  // attention: SDPA given an explicit mask (memory-efficient kernel, full score matrix)
 };
 
 // A GEMM kernel with its flops and bytes filled in (inputs in `in`, output in `out` precision).
@@ -115,6 +120,24 @@ struct ComputeParams {
   double dropout_ops = 275;
   double dropout_philox_ops = 25;
   double comm_slowdown = 0.10;             // compute runs this much slower while NCCL kernels overlap it
+  // PyTorch frameworks (training.framework; docs/model.md, "Eager PyTorch and torch.compile"), read
+  // from the H100 traces in data/traces/h100-2026-11-23:
+  // GEMMs with a dimension not a multiple of 8 (GPT-2's vocabulary of 50257): cuBLAS's align1 kernels.
+  double gemm_unaligned_efficiency = 0.123;
+  // torch.nn.functional.scaled_dot_product_attention (cuDNN flash, head dim 64), of the dtype's peak.
+  double sdpa_fwd_efficiency = 0.343;
+  double sdpa_bwd_efficiency = 0.334;
+  // SDPA with an explicit attention mask (Hugging Face decoders under torch.compile): neither flash
+  // nor cuDNN takes a mask, PyTorch runs the memory-efficient (CUTLASS, sm80) kernel. Assumed.
+  double sdpa_masked_fwd_efficiency = 0.25;
+  double sdpa_masked_bwd_efficiency = 0.18;
+  // Attention dropout inside SDPA: fp32 operations per attention-score element (forward; the backward
+  // regenerates the same mask).
+  double sdpa_dropout_ops = 80;
+  // Host time per launched kernel (Python, dispatcher, autograd, CUDA launch): the GPU cannot start a
+  // kernel before the host has issued it.
+  Time eager_host_per_kernel = Time::us(40);
+  Time compile_host_per_kernel = Time::us(10);
 
   double efficiency(hw::DType d) const { return gemm_efficiency[static_cast<std::size_t>(d)]; }
   double kind_efficiency(MemoryKind k) const {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "workloads/framework_program.hpp"
 #include "workloads/program.hpp"
 #include "workloads/schedule.hpp"
 
@@ -81,6 +82,10 @@ struct StageProgram {
   int in_flight = 0;
   double activation_bytes = 0;
   bool has_embedding = false, has_head = false;
+  // Eager frameworks: the host issues each kernel (host_cost apiece) while the GPU runs the ones
+  // already issued; gpu_lead is how far the GPU's queue reaches past the host's clock.
+  Time host_cost;
+  Time gpu_lead;
 };
 
 // A pass, timed: its segments' kernels become compute instructions (consecutive ones merged).
@@ -88,7 +93,15 @@ void append_pass(const Pass& pass, const ComputeModel& cm, StageProgram& sp) {
   for (const Segment& seg : pass.segments) {
     Time t = Time::zero();
     for (const Kernel& k : seg.kernels) {
-      t += cm.kernel_time(k);
+      const Time kt = cm.kernel_time(k);
+      if (sp.host_cost > Time::zero()) {
+        // The kernel starts when the host has issued it and the GPU has finished the ones before.
+        const Time wait = sp.host_cost > sp.gpu_lead ? sp.host_cost - sp.gpu_lead : Time::zero();
+        sp.gpu_lead = (sp.gpu_lead > sp.host_cost ? sp.gpu_lead - sp.host_cost : Time::zero()) + kt;
+        t += wait + kt;
+      } else {
+        t += kt;
+      }
       sp.flops += k.flops;
     }
     if (seg.comm && seg.comm_overlaps) {
@@ -391,10 +404,14 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   if (m.layers < vstages_) {
     return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, vstages_ / p), "parallel.pp");
   }
+  const Framework fw = tr.framework;
+  if (auto st = validate_framework(fw, sh); !st) return st;
   const ComputeModel cm(*gpu_, in_.compute);
-  const LayerProgram emb = transformer_embedding(m, sh);
-  const LayerProgram block = transformer_block(m, sh);
-  const LayerProgram head = transformer_head(m, sh);
+  const bool megatron = fw == Framework::megatron;
+  const LayerProgram emb = megatron ? transformer_embedding(m, sh) : framework_embedding(m, sh, fw);
+  const LayerProgram block = megatron ? transformer_block(m, sh) : framework_block(m, sh, fw);
+  const LayerProgram head = megatron ? transformer_head(m, sh) : framework_head(m, sh, fw);
+  for (StageProgram& sp : programs_) sp.host_cost = host_per_kernel(in_.compute, fw);
   // Layers of each virtual stage: as even as possible, the first ones taking the remainder.
   std::vector<std::vector<const LayerProgram*>> vs_layers(static_cast<std::size_t>(vstages_));
   const int base = static_cast<int>(m.layers) / vstages_, extra = static_cast<int>(m.layers) % vstages_;
@@ -498,8 +515,11 @@ Status Engine::build_cnn(const CnnSpec& m) {
   sh.micro_batch = tr.micro_batch;
   sh.precision = tr.precision;
   sh.recompute = tr.recompute;
-  const auto layers = cnn_program(m, sh);
+  sh.dropout = tr.dropout.value_or(0.0);
+  const Framework fw = tr.framework;
+  const auto layers = fw == Framework::megatron ? cnn_program(m, sh) : framework_cnn(m, sh, fw);
   StageProgram& sp = programs_[0];
+  sp.host_cost = host_per_kernel(in_.compute, fw);
   const bool dataparallel = in_.parallel.dp_impl == DpImpl::dataparallel;
   const int e_bytes = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
   // Without a described input pipeline: fp32 images (torchvision's ToTensor and Normalize).
@@ -1378,7 +1398,31 @@ void Engine::optimizer_step(Executor& e) {
   const ComputeModel cm(kinds_.size() > 1 ? *kinds_[static_cast<std::size_t>(kind_of(e.stage, e.replica))] : *kinds_.front(), in_.compute);
   block(e, TimeKind::optimizer);
   const double grads = e.prog->dense_params + e.prog->expert_params;
-  sim_.schedule_in(cm.kernel_time(optimizer_update(in_.training, params)) + cm.kernel_time(gradient_zeroing(in_.training, grads)), [this, &e] {
+  Time update = Time::zero();
+  if (in_.training.framework == Framework::megatron) {
+    update = cm.kernel_time(optimizer_update(in_.training, params)) + cm.kernel_time(gradient_zeroing(in_.training, grads));
+  } else {
+    // PyTorch's optimizer over the parameter tensors (multi-tensor launches), each launch issued by
+    // the host after the backward pass's kernels (no gradient zeroing: set_to_none).
+    std::vector<std::int64_t> tensors;
+    for (const LayerSlot& s : e.prog->grad_slots) {
+      if (s.tensors.empty()) tensors.push_back(static_cast<I>(s.params));
+      tensors.insert(tensors.end(), s.tensors.begin(), s.tensors.end());
+    }
+    // ZeRO / FSDP: each rank updates its shard of every tensor.
+    const I parts = static_cast<I>(shard);
+    if (parts > 1) {
+      for (I& t : tensors) t = (t + parts - 1) / parts;
+    }
+    Time lead = e.prog->gpu_lead;
+    for (const Kernel& k : framework_optimizer(in_.training, tensors)) {
+      const Time kt = cm.kernel_time(k);
+      const Time host = e.prog->host_cost;
+      update += (host > lead ? host - lead : Time::zero()) + kt;
+      lead = (lead > host ? lead - host : Time::zero()) + kt;
+    }
+  }
+  sim_.schedule_in(update, [this, &e] {
     record(e, TimelineEvent::Track::compute, e.wait_start, "optimizer step",
            fmt::format("{} update", in_.training.optimizer == Optimizer::adam ? "Adam" : "SGD"));
     account(e);

@@ -58,6 +58,31 @@ TEST(SimulateCli, PrintsTheStepAndWritesJson) {
   EXPECT_EQ(j.at("config").at("training").at("recompute"), "none");  // a default, echoed
 }
 
+TEST(SimulateCli, ReportAndJsonNameAFrameworkOtherThanMegatron) {
+  // Issue 14, item 5: the header line and the JSON result say which framework was assumed; the
+  // default (megatron) keeps its output as before; --list-params lists the framework constants.
+  const std::string json = temp("gpt2-eager.json");
+  const Result r = run("simulate " + example("gpt2-124m-eager-1xh100.yaml") + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# framework: pytorch-eager"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(slurp(json)).at("result").at("framework"), "pytorch-eager");
+  const Result m = run("simulate " + example("gpt2-single-gpu.yaml"));
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_EQ(m.out.find("# framework:"), std::string::npos);
+  const Result p = run("simulate --list-params");
+  for (const char* name : {"framework.pytorch_eager.host_per_kernel", "framework.torch_compile.host_per_kernel",
+                           "framework.gemm_unaligned_efficiency", "framework.sdpa_fwd_efficiency"}) {
+    EXPECT_NE(p.out.find(name), std::string::npos) << name;
+  }
+}
+
+TEST(SimulateCli, FrameworksRefuseTensorParallelism) {
+  const Result r = run("simulate " + example("gpt2-124m-eager-1xh100.yaml") +
+                       " --set cluster.gpus_per_node=2 --set parallel.tp=2 --set parallel.dp=1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("training.framework"), std::string::npos) << r.out;
+}
+
 TEST(SimulateCli, SameInputGivesIdenticalJson) {
   const std::string a = temp("a.json"), b = temp("b.json");
   ASSERT_EQ(run("simulate " + example("llama2-7b-fsdp.yaml") + " --json " + a).code, 0);

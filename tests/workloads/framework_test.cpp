@@ -1,0 +1,236 @@
+// training.framework: the eager PyTorch and torch.compile programs against hand-computed kernel
+// counts and bytes, the host-issue model against its closed forms (launch-bound steps take
+// kernels x host cost), multi_tensor_apply's launch count against the H100 traces, and the
+// megatron program untouched by every framework constant.
+#include "workloads/framework_program.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/hw/fixtures.hpp"
+#include "workloads/step.hpp"
+
+namespace dtsim::workloads {
+namespace {
+
+using hw::testing::cluster;
+using hw::testing::nvswitch_node;
+
+// A two-layer GPT-2-style model (learned positions, biases, layer norm, gelu_new MLP, tied).
+TransformerSpec tiny_gpt2(std::int64_t vocab = 1000) {
+  TransformerSpec m;
+  m.name = "tiny-gpt2";
+  m.hidden = 64;
+  m.layers = 2;
+  m.heads = 2;
+  m.kv_heads = 2;
+  m.head_dim = 32;
+  m.ffn = 256;
+  m.vocab = vocab;
+  m.max_seq = 128;
+  return m;
+}
+
+// A two-layer Llama-style model (rotary, RMSNorm, SwiGLU, no biases, grouped-query attention).
+TransformerSpec tiny_llama() {
+  TransformerSpec m = tiny_gpt2(1024);
+  m.name = "tiny-llama";
+  m.kv_heads = 1;
+  m.bias = false;
+  m.gated_mlp = true;
+  m.positions = Positions::rotary;
+  m.norm = Norm::rmsnorm;
+  return m;
+}
+
+ProgramShape shape(std::int64_t b, std::int64_t s, double dropout) {
+  ProgramShape sh;
+  sh.micro_batch = b;
+  sh.seq = s;
+  sh.precision = hw::DType::bf16;
+  sh.dropout = dropout;
+  return sh;
+}
+
+std::size_t count(const Pass& p) {
+  std::size_t n = 0;
+  for (const Segment& s : p.segments) n += s.kernels.size();
+  return n;
+}
+
+const Kernel* find(const Pass& p, std::string_view name) {
+  for (const Segment& s : p.segments) {
+    for (const Kernel& k : s.kernels) {
+      if (name == k.name) return &k;
+    }
+  }
+  return nullptr;
+}
+
+TEST(FrameworkProgram, EagerGpt2BlockLaunchesTheTracesKernels) {
+  // Forward, as the GPT-2 trace's first block runs it: layer norm (1); c_attn: weight, input and
+  // bias casts, workspace memset, GEMM (5); the key/value cache concatenations (2); SDPA: Philox
+  // seed, memset, kernel (3); c_proj: weight and bias casts, memset, GEMM (4); dropout, residual
+  // add (2); layer norm (1); c_fc (5); gelu_new (9); c_proj with its fp32 input (5); dropout,
+  // residual add (2): 39.
+  const LayerProgram p = framework_block(tiny_gpt2(), shape(2, 128, 0.1), Framework::pytorch_eager);
+  EXPECT_EQ(count(p.forward), 39u);
+  // Backward: the residual gradients summed (1); dropout: cast, mask (2); c_proj: memset, dgrad,
+  // wgrad, memset, bias sum, bias cast, input cast, weight cast (8); gelu_new (14); c_fc (8); layer
+  // norm (2); dropout (2); c_proj without the input cast (7); SDPA: memset, dO.O, kernel, dQ
+  // conversion, two head-layout copies and the QKV concatenation (7); c_attn (8); layer norm (2): 61.
+  EXPECT_EQ(count(p.backward), 61u);
+}
+
+TEST(FrameworkProgram, CompiledBlockFusesEveryElementwiseChain) {
+  // Inductor: fused norm (1); weight cast + GEMM (2); SDPA: seed, memset, kernel (3); weight cast +
+  // GEMM (2); dropout + residual (1); fused norm (1); c_fc (2); GELU (1); c_proj (2); dropout +
+  // residual (1): 16 kernels where eager launches 39.
+  const LayerProgram p = framework_block(tiny_gpt2(), shape(2, 128, 0.1), Framework::torch_compile);
+  EXPECT_EQ(count(p.forward), 16u);
+  for (const Segment& s : p.forward.segments) {
+    for (const Kernel& k : s.kernels) EXPECT_FALSE(k.unaligned) << k.name;
+  }
+}
+
+TEST(FrameworkProgram, EagerLossIsFp32OverTheVocabulary) {
+  // logits.float(): read bf16, write fp32 (6 bytes per logit); log_softmax: read and write fp32 (8);
+  // its backward reads the gradient and the output and writes fp32 (12); the LM head GEMM of an
+  // odd vocabulary is unaligned.
+  const std::int64_t T = 2 * 128, V = 1001;
+  const LayerProgram head = framework_head(tiny_gpt2(V), shape(2, 128, 0.1), Framework::pytorch_eager);
+  const double logits = static_cast<double>(T * V);
+  ASSERT_NE(find(head.forward, "cast_logits"), nullptr);
+  EXPECT_DOUBLE_EQ(find(head.forward, "cast_logits")->bytes, 6 * logits);
+  EXPECT_DOUBLE_EQ(find(head.forward, "log_softmax")->bytes, 8 * logits);
+  EXPECT_DOUBLE_EQ(find(head.backward, "log_softmax_grad")->bytes, 12 * logits);
+  EXPECT_TRUE(find(head.forward, "lm_head")->unaligned);
+  const LayerProgram aligned = framework_head(tiny_gpt2(1000), shape(2, 128, 0.1), Framework::pytorch_eager);
+  EXPECT_FALSE(find(aligned.forward, "lm_head")->unaligned);
+}
+
+TEST(FrameworkProgram, EagerRmsNormIsSixFp32Kernels) {
+  // Hugging Face's LlamaRMSNorm: pow, mean, + eps, rsqrt, x * rstd, weight * x; the element-wise
+  // ones move 8 bytes per element (fp32 in and out).
+  const LayerProgram p = framework_block(tiny_llama(), shape(2, 128, 0), Framework::pytorch_eager);
+  const double el = 2.0 * 128 * 64;
+  EXPECT_DOUBLE_EQ(find(p.forward, "rms_pow")->bytes, 8 * el);
+  EXPECT_DOUBLE_EQ(find(p.forward, "rms_weight")->bytes, 8 * el);
+  // No dropout without a probability; grouped-query attention sums dK and dV over the groups.
+  EXPECT_EQ(find(p.forward, "dropout"), nullptr);
+  EXPECT_NE(find(p.backward, "sdpa_reduce_head"), nullptr);
+}
+
+TEST(FrameworkProgram, UnalignedGemmRunsAtItsOwnEfficiency) {
+  const hw::GpuSpec g = hw::testing::gpu();
+  ComputeParams cp;
+  cp.kernel_overhead = Time::zero();
+  const ComputeModel cm(g, cp);
+  Kernel k = gemm("lm_head", 8192, 50257, 768, 1, hw::DType::bf16, 2, 2);
+  k.unaligned = true;
+  // flops / (peak x efficiency): 2 x 8192 x 50257 x 768 / (100 TFLOP/s x 0.123).
+  const double expect = 2.0 * 8192 * 50257 * 768 / (100e12 * 0.123);
+  EXPECT_NEAR(cm.kernel_time(k).seconds(), expect, 1e-9);
+}
+
+TEST(FrameworkProgram, MultiTensorLaunchesMatchTheTraces) {
+  // Closed forms: 100 tensors of one chunk with four lists (36 per launch) take 3 launches; one
+  // tensor of 640 chunks takes 2 (320 blocks per launch).
+  EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(100, 65536), 4), 3);
+  EXPECT_EQ(multi_tensor_launches({640 * 65536}, 4), 2);
+  // The GPT-2 trace's fused AdamW launches 7 multi_tensor_apply kernels over GPT2LMHeadModel's
+  // parameter tensors (the tied wte, wpe, 12 blocks of 12 tensors, ln_f's two).
+  std::vector<std::int64_t> gpt2{50257 * 768, 1024 * 768};
+  for (int l = 0; l < 12; ++l) {
+    for (std::int64_t t : {768, 768, 768 * 2304, 2304, 768 * 768, 768, 768, 768, 768 * 3072, 3072, 3072 * 768, 768}) gpt2.push_back(t);
+  }
+  gpt2.push_back(768);
+  gpt2.push_back(768);
+  EXPECT_EQ(multi_tensor_launches(gpt2, 4), 7);
+  // The Llama trace's: 60 launches over LlamaForCausalLM's tensors in named_parameters order
+  // (embed_tokens; per layer q, k, v, o, gate, up, down, the two norms; the final norm).
+  std::vector<std::int64_t> llama{128256LL * 2048};
+  for (int l = 0; l < 16; ++l) {
+    for (std::int64_t t : {2048LL * 2048, 512LL * 2048, 512LL * 2048, 2048LL * 2048, 8192LL * 2048, 8192LL * 2048, 2048LL * 8192, 2048LL, 2048LL}) {
+      llama.push_back(t);
+    }
+  }
+  llama.push_back(2048);
+  EXPECT_EQ(multi_tensor_launches(llama, 4), 60);
+}
+
+hw::Topology one_gpu() {
+  auto c = cluster(nvswitch_node(), 1, hw::FabricKind::single_switch);
+  c.groups[0].gpus_per_node = 1;
+  return std::move(hw::Topology::build(c)).value();
+}
+
+StepInputs tiny_inputs(Framework fw, std::int64_t batch) {
+  StepInputs in;
+  in.model = tiny_gpt2();
+  in.training.global_batch = batch;
+  in.training.micro_batch = batch;
+  in.training.seq_len = 128;
+  in.training.framework = fw;
+  return in;
+}
+
+std::size_t step_kernels(const StepInputs& in) {
+  const auto& m = std::get<TransformerSpec>(in.model);
+  ProgramShape sh = shape(in.training.micro_batch, in.training.seq_len, 0.1);
+  const Framework fw = in.training.framework;
+  std::size_t n = 0;
+  for (const LayerProgram& p : {framework_embedding(m, sh, fw), framework_head(m, sh, fw)}) n += count(p.forward) + count(p.backward);
+  const LayerProgram b = framework_block(m, sh, fw);
+  n += static_cast<std::size_t>(m.layers) * (count(b.forward) + count(b.backward));
+  return n;
+}
+
+TEST(HostIssue, LaunchBoundStepTakesKernelsTimesHostCost) {
+  // With a host cost far above every kernel's time, the GPU finishes each kernel before the next
+  // is issued: step = (kernels + optimizer launches) x host cost + the last kernel's time.
+  StepInputs in = tiny_inputs(Framework::pytorch_eager, 1);
+  in.compute.eager_host_per_kernel = Time::ms(1);
+  auto r = simulate_step(one_gpu(), in);
+  ASSERT_TRUE(r) << r.error().message;
+  const double launches = static_cast<double>(step_kernels(in)) + 1.0;  // one fused AdamW launch
+  EXPECT_GT(r->step_time_s, launches * 1e-3);
+  EXPECT_LT(r->step_time_s, launches * 1e-3 + 1e-4);
+}
+
+TEST(HostIssue, LargeBatchesHideTheHost) {
+  // GPU-bound: when kernels outlast the host cost, the host runs ahead and costs only the first
+  // kernel's issue: the step grows by less than the host cost of a few kernels.
+  StepInputs in = tiny_inputs(Framework::pytorch_eager, 256);
+  in.compute.eager_host_per_kernel = Time::zero();
+  auto free_host = simulate_step(one_gpu(), in);
+  in.compute.eager_host_per_kernel = Time::us(2);
+  auto paid = simulate_step(one_gpu(), in);
+  ASSERT_TRUE(free_host && paid);
+  EXPECT_GT(paid->step_time_s, free_host->step_time_s);
+  EXPECT_LT(paid->step_time_s - free_host->step_time_s, 0.02 * free_host->step_time_s);
+}
+
+TEST(HostIssue, MegatronIgnoresEveryFrameworkConstant) {
+  StepInputs in = tiny_inputs(Framework::megatron, 4);
+  auto before = simulate_step(one_gpu(), in);
+  in.compute.eager_host_per_kernel = Time::ms(5);
+  in.compute.compile_host_per_kernel = Time::ms(5);
+  in.compute.gemm_unaligned_efficiency = 0.01;
+  in.compute.sdpa_fwd_efficiency = 0.01;
+  in.compute.sdpa_bwd_efficiency = 0.01;
+  auto after = simulate_step(one_gpu(), in);
+  ASSERT_TRUE(before && after);
+  EXPECT_EQ(before->step_time_s, after->step_time_s);
+}
+
+TEST(HostIssue, FrameworksNeedDataParallelLayouts) {
+  ProgramShape sh = shape(1, 128, 0);
+  sh.tp = 2;
+  const Status st = validate_framework(Framework::pytorch_eager, sh);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().field, "training.framework");
+  EXPECT_TRUE(validate_framework(Framework::megatron, sh));
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
