@@ -464,7 +464,12 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo).
   const double used = static_cast<double>(params_.channels_used(Algo::ring, proto, size, n)) / std::max(1, params_.max_channels);
 
+  // With Simple every rank hands over 2 slices per step and loop, one after another (below).
+  const std::int64_t slices = proto == Protocol::simple
+                                  ? params_.ring_slices(size, n, params_.channels_used(Algo::ring, proto, size, n), nsteps)
+                                  : 0;
   if (fid == Fidelity::per_step) {
+    const Time slice_lat = intra_lat * (slices / nsteps);
     const double chunk = size.as_double() / n / nch;
     for (int s = 0; s < nsteps; ++s) {
       Phase ph;
@@ -474,7 +479,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
           const bool cross = topo_.node_of(channels[c].order[static_cast<std::size_t>(i)]) !=
                              topo_.node_of(channels[c].order[static_cast<std::size_t>((i + 1) % n)]);
           ph.groups.push_back(FlowGroup{to_uses(paths[c][static_cast<std::size_t>(i)]), scaled(chunk, factor),
-                                        (cross ? inter_lat : intra_lat) + (s == 0 ? base : Time::zero())});
+                                        std::max(cross ? inter_lat : intra_lat, slice_lat) + (s == 0 ? base : Time::zero())});
         }
       }
       cap_channels(ph, used);
@@ -482,7 +487,15 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
     }
     return;
   }
-  const Time latency = base + intra_lat * (nsteps - ninter) + inter_lat * ninter;
+  // NCCL's latency is the chain of the ring's steps. With Simple, every rank also hands over its
+  // slices one after another, each ending with a fence and a flag its peer must see before the
+  // channel's threads go on (prims_simple.h); each costs a Simple step over the node's links, and
+  // a rank's slices cannot take less than their handoffs (issue 12). NCCL's tuner does not see it.
+  Time latency = base + intra_lat * (nsteps - ninter) + inter_lat * ninter;
+  if (base + intra_lat * slices > latency) {
+    plan.unseen_by_tuner = base + intra_lat * slices - latency;
+    latency = base + intra_lat * slices;
+  }
   Phase ph;
   ph.what = fmt::format("ring {}", to_string(op));
   for (std::size_t c = 0; c < channels.size(); ++c) {

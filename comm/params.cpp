@@ -109,6 +109,13 @@ std::int64_t CommParams::nvls_loops(Bytes bytes, int nranks) const {
   return std::max<std::int64_t>(1, (bytes.count() + loop - 1) / loop);
 }
 
+std::int64_t CommParams::ring_slices(Bytes bytes, int nranks, int channels, int steps) const {
+  constexpr std::int64_t chunk = (std::int64_t{4} << 20) / 8 * 4;
+  const std::int64_t loop = chunk * std::max(1, nranks) * std::max(1, channels);
+  const std::int64_t loops = std::max<std::int64_t>(1, (bytes.count() + loop - 1) / loop);
+  return loops * std::max(1, steps) * 2;
+}
+
 namespace {
 
 Status set_time(Time& t, std::string_view v) {

@@ -85,6 +85,10 @@ struct CommParams {
   // and the number of loops the kernel runs (all_reduce.h: loopSize = channels x heads x chunk).
   Bytes nvls_chunk(Bytes bytes, int nranks) const;
   std::int64_t nvls_loops(Bytes bytes, int nranks) const;
+  // Slices each rank of a Simple-protocol ring hands over one after another: loops of channels x
+  // ranks x 2 MiB chunks (4 MiB buffer / NCCL_STEPS 8 x chunkSteps 4), `steps` ring steps per loop
+  // and 2 slices per chunk (chunkSteps 4 / sliceSteps 2); v2.18.5 collectives.h, enqueue.cc, all_reduce.h.
+  std::int64_t ring_slices(Bytes bytes, int nranks, int channels, int steps) const;
   const StepLatency& lat(Algo a, Protocol p) const;
   StepLatency& lat(Algo a, Protocol p);
 };
