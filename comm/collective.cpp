@@ -186,13 +186,18 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
                  "algo");
   }
   std::optional<Plan> best;
+  Time best_key = Time::zero();
   for (const auto& [a, p] : chosen) {
     // Candidates are compared on the closed form; only the winner keeps its fidelity.
     CollectiveRequest r = req;
     if (chosen.size() > 1) r.fidelity = Fidelity::coupled;
     auto pl = plan_fixed(r, lay, a, p);
     if (!pl) return pl.error();
-    if (!best || pl->estimate < best->estimate) best = std::move(*pl);
+    const Time key = chosen.size() > 1 ? estimate(*pl, false) - pl->unseen_by_tuner : pl->estimate;
+    if (!best || key < best_key) {
+      best = std::move(*pl);
+      best_key = key;
+    }
   }
   if (chosen.size() > 1 && req.fidelity != Fidelity::coupled) {
     return plan_fixed(req, lay, best->algo, best->protocol);
@@ -456,7 +461,15 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
     }
   }
 
+  // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo).
+  const double used = static_cast<double>(params_.channels_used(Algo::ring, proto, size, n)) / std::max(1, params_.max_channels);
+
+  // With Simple every rank hands over 2 slices per step and loop, one after another (below).
+  const std::int64_t slices = proto == Protocol::simple
+                                  ? params_.ring_slices(size, n, params_.channels_used(Algo::ring, proto, size, n), nsteps)
+                                  : 0;
   if (fid == Fidelity::per_step) {
+    const Time slice_lat = intra_lat * (slices / nsteps);
     const double chunk = size.as_double() / n / nch;
     for (int s = 0; s < nsteps; ++s) {
       Phase ph;
@@ -466,14 +479,23 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
           const bool cross = topo_.node_of(channels[c].order[static_cast<std::size_t>(i)]) !=
                              topo_.node_of(channels[c].order[static_cast<std::size_t>((i + 1) % n)]);
           ph.groups.push_back(FlowGroup{to_uses(paths[c][static_cast<std::size_t>(i)]), scaled(chunk, factor),
-                                        (cross ? inter_lat : intra_lat) + (s == 0 ? base : Time::zero())});
+                                        std::max(cross ? inter_lat : intra_lat, slice_lat) + (s == 0 ? base : Time::zero())});
         }
       }
+      cap_channels(ph, used);
       plan.phases.push_back(std::move(ph));
     }
     return;
   }
-  const Time latency = base + intra_lat * (nsteps - ninter) + inter_lat * ninter;
+  // NCCL's latency is the chain of the ring's steps. With Simple, every rank also hands over its
+  // slices one after another, each ending with a fence and a flag its peer must see before the
+  // channel's threads go on (prims_simple.h); each costs a Simple step over the node's links, and
+  // a rank's slices cannot take less than their handoffs (issue 12). NCCL's tuner does not see it.
+  Time latency = base + intra_lat * (nsteps - ninter) + inter_lat * ninter;
+  if (base + intra_lat * slices > latency) {
+    plan.unseen_by_tuner = base + intra_lat * slices - latency;
+    latency = base + intra_lat * slices;
+  }
   Phase ph;
   ph.what = fmt::format("ring {}", to_string(op));
   for (std::size_t c = 0; c < channels.size(); ++c) {
@@ -485,6 +507,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
       ph.groups.push_back(FlowGroup{to_uses(all), scaled(per_edge, factor), latency});
     }
   }
+  cap_channels(ph, used);
   plan.phases.push_back(std::move(ph));
 }
 
@@ -524,6 +547,7 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
   for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
+  cap_channels(ph, static_cast<double>(params_.channels_used(Algo::ring, proto, size, n)) / std::max(1, params_.max_channels));
   plan.phases.push_back(std::move(ph));
 }
 
@@ -583,6 +607,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   Phase ph;
   ph.what = "double binary tree all-reduce";
   for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
+  cap_channels(ph, static_cast<double>(params_.channels_used(Algo::tree, proto, size, plan.ranks)) / std::max(1, params_.max_channels));
   plan.phases.push_back(std::move(ph));
 }
 
@@ -604,8 +629,15 @@ void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
   }
   const double bytes = size.as_double() * (1.0 + 1.0 / n);
   // The reduce (ld_reduce) and the multicast (st) are two sequential rounds through the switch.
-  plan.phases.push_back(Phase{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency),
-                                                            std::max(params_.nvls_latency, path_lat * 2) + params_.call_overhead}}});
+  // NCCL's kernel moves the message in loops of channels x GPUs x chunk bytes (v2.18.5
+  // all_reduce.h, chunk by size in enqueue.cc); each loop passes a scatter, a switch reduce and
+  // multicast, and a gather, and waits on every GPU: one synchronisation per loop, two more to
+  // fill the three stages.
+  const std::int64_t loops = params_.nvls_loops(size, n);
+  plan.channels = params_.nvls_channels;
+  plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2);
+  const Time latency = std::max(params_.nvls_latency, path_lat * 2) + params_.nvls_loop_latency * (loops + 2) + params_.call_overhead;
+  plan.phases.push_back(Phase{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency), latency}}});
 }
 
 void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan) {
@@ -631,8 +663,12 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bo
           for (LinkId id : up) uses.push_back(LinkUse{id, static_cast<std::uint32_t>(scatter ? k : 1)});
           for (LinkId id : down) uses.push_back(LinkUse{id, static_cast<std::uint32_t>(scatter ? 1 : k)});
         }
+        // Half of the NVLS all-reduce: its loops, and one stage fewer to fill.
+        const std::int64_t loops = params_.nvls_loops(Bytes(static_cast<std::int64_t>(s)), k);
+        // Both NVLS phases; the nodes run side by side, so the largest node counts.
+        plan.unseen_by_tuner = std::max(plan.unseen_by_tuner, params_.nvls_loop_latency * (2 * loops + 2));
         ph.groups.push_back(FlowGroup{merge_uses(std::move(uses)), scaled(s / k, params_.nvls_efficiency),
-                                      params_.nvls_latency / 2 + params_.call_overhead});
+                                      params_.nvls_latency / 2 + params_.nvls_loop_latency * (loops + 1) + params_.call_overhead});
       } else {
         const auto order = intra_orders(part)[0];
         hw::Path all;
@@ -720,21 +756,35 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
   plan.phases.push_back(std::move(ph));
 }
 
-Time Planner::estimate(const Plan& plan) const {
+Time Planner::estimate(const Plan& plan, bool channel_caps) const {
   Time total = Time::zero();
   std::map<std::uint32_t, double> load;
   for (const Phase& ph : plan.phases) {
     Time lat = Time::zero();
     load.clear();
+    Time capped = Time::zero();  // a group held below its links' rate by its channel count
     for (const FlowGroup& g : ph.groups) {
       lat = std::max(lat, g.latency);
       for (const LinkUse& u : g.uses) load[u.link.value] += g.bytes.as_double() * u.count;
+      if (channel_caps && !g.cap.is_zero()) capped = std::max(capped, g.latency + Time::from_seconds(g.bytes.as_double() / g.cap.bytes_per_s()));
     }
     double worst = 0;
     for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
-    total += lat + Time::from_seconds(worst);
+    total += std::max(lat + Time::from_seconds(worst), capped);
   }
   return total;
+}
+
+void Planner::cap_channels(Phase& ph, double fraction) const {
+  if (!(fraction < 1.0)) return;
+  for (FlowGroup& g : ph.groups) {
+    double rate = 0;  // of the group on idle links: its slowest link shared by its own uses
+    for (const LinkUse& u : g.uses) {
+      const double r = topo_.link(u.link).capacity().bytes_per_s() / u.count;
+      rate = rate == 0 ? r : std::min(rate, r);
+    }
+    if (rate > 0) g.cap = Bandwidth::bytes_per_s(rate * fraction);
+  }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -764,6 +814,7 @@ void start_phase(const std::shared_ptr<RunState>& st) {
     spec.uses = g.uses;
     spec.bytes = g.bytes;
     spec.latency = g.latency;
+    spec.cap = g.cap;
     spec.on_complete = [st] {
       if (--st->outstanding == 0) {
         ++st->phase;

@@ -43,6 +43,9 @@ struct FlowGroup {
   std::vector<LinkUse> uses;  // merged
   Bytes bytes;                // per use of each link (protocol overhead included)
   Time latency;               // paid before the data moves
+  // Rate ceiling of the group (zero: the links alone): a ring on fewer of NCCL's channels than the
+  // communicator opened moves at that share of its idle-link rate.
+  Bandwidth cap{};
 };
 
 struct Phase {
@@ -62,6 +65,9 @@ struct Plan {
   // Closed form: for each phase, its largest latency plus the time the most loaded link needs for
   // all of the phase's bytes; the flow simulation equals it when nothing else shares the links.
   Time estimate;
+  // Part of the latency NCCL's tuner does not model (NVLS per-loop synchronisation); left out, with
+  // the channel caps, when the planner picks the algorithm as NCCL's tuner would.
+  Time unseen_by_tuner;
 };
 
 class Planner {
@@ -115,7 +121,11 @@ class Planner {
   void add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan);
   void add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes size, Plan& plan);
 
-  Time estimate(const Plan& plan) const;
+  // With `channel_caps` false: NCCL's tuner view, which picks the algorithm and protocol before it
+  // reduces the channels (v2.18.5 enqueue.cc getAlgoInfo), so the caps do not sway the choice.
+  Time estimate(const Plan& plan, bool channel_caps = true) const;
+  // Caps every group of `ph` at `fraction` of its rate on idle links (no cap at 1).
+  void cap_channels(Phase& ph, double fraction) const;
 
   const hw::Topology& topo_;
   hw::Router& router_;

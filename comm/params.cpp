@@ -1,5 +1,6 @@
 #include "comm/params.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -74,6 +75,45 @@ CommParams CommParams::nccl_defaults() {
   set(Algo::tree, Protocol::ll128, 14.0, 1.25, 1.9, 8.5);
   set(Algo::tree, Protocol::simple, 0.0, 4.0, 6.0, 14.0);
   return p;
+}
+
+// NCCL v2.18.5 (src/include/devcomm.h, comm.h, graph/tuning.cc): threads per channel by protocol
+// (NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) and bytes per
+// thread before another channel opens (NCCL_LL_THREAD_THRESHOLD 8, x nRanks for ring LL;
+// NCCL_LL128_THREAD_THRESHOLD 8; NCCL_SIMPLE_THREAD_THRESHOLD 64).
+int CommParams::channels_used(Algo a, Protocol p, Bytes bytes, int nranks) const {
+  const std::int64_t threads = p == Protocol::ll128 ? 640 : 512;
+  std::int64_t threshold = p == Protocol::simple ? 64 : 8;
+  if (a == Algo::ring && p == Protocol::ll) threshold *= std::max(1, nranks);
+  // getAlgoInfo: while (nBytes < nc * nt * threshold) nc--; i.e. the smallest nc with
+  // nBytes >= nc * nt * threshold, kept between 1 and the communicator's channels.
+  const std::int64_t per_channel = threads * threshold;
+  const std::int64_t fit = bytes.count() / per_channel;
+  return static_cast<int>(std::clamp<std::int64_t>(fit, 1, std::max(1, max_channels)));
+}
+
+Bytes CommParams::nvls_chunk(Bytes bytes, int nranks) const {
+  // Simple's step (4 MiB buffer / NCCL_STEPS 8 = 512 KiB), capped at 128 KiB for NVLS, then halved
+  // for smaller messages so that every channel and head gets work.
+  std::int64_t chunk = 131072;
+  const std::int64_t ops = static_cast<std::int64_t>(std::max(1, nvls_channels)) * std::max(1, nranks);
+  const std::int64_t s = bytes.count();
+  if (s < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+  if (s < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+  if (s < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  return Bytes(chunk);
+}
+
+std::int64_t CommParams::nvls_loops(Bytes bytes, int nranks) const {
+  const std::int64_t loop = static_cast<std::int64_t>(std::max(1, nvls_channels)) * std::max(1, nranks) * nvls_chunk(bytes, nranks).count();
+  return std::max<std::int64_t>(1, (bytes.count() + loop - 1) / loop);
+}
+
+std::int64_t CommParams::ring_slices(Bytes bytes, int nranks, int channels, int steps) const {
+  constexpr std::int64_t chunk = (std::int64_t{4} << 20) / 8 * 4;
+  const std::int64_t loop = chunk * std::max(1, nranks) * std::max(1, channels);
+  const std::int64_t loops = std::max<std::int64_t>(1, (bytes.count() + loop - 1) / loop);
+  return loops * std::max(1, steps) * 2;
 }
 
 namespace {
@@ -155,8 +195,32 @@ std::vector<ParamInfo> build_table() {
                         [](const CommParams& c) { return to_string(c.nvls_net_latency); },
                         [](CommParams& c, std::string_view v) { return set_time(c.nvls_net_latency, v); }});
   fraction("nvls.efficiency", &CommParams::nvls_efficiency,
-           "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth",
-           "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82");
+           "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth, per-loop synchronisation set apart",
+           "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82, "
+           "x 61.2 / 57.8 us per 16 MiB loop once nvls.loop_latency is paid");
+  t.push_back(ParamInfo{"nvls.loop_latency", "time",
+                        "synchronisation of one NVLS loop (channels x GPUs x chunk bytes), paid once per loop plus twice to fill the 3-stage pipeline",
+                        "NCCL v2.18.5 src/graph/tuning.cc (hwLat NVLink ring Simple: one Simple step handoff)",
+                        [](const CommParams& c) { return to_string(c.nvls_loop_latency); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.nvls_loop_latency, v); }});
+  auto count = [&](std::string name, int CommParams::*m, std::string help, std::string source) {
+    t.push_back(ParamInfo{std::move(name), "count", std::move(help), std::move(source),
+                          [m](const CommParams& c) { return fmt::format("{}", c.*m); },
+                          [m](CommParams& c, std::string_view v) {
+                            int x = 0;
+                            auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+                            if (ec != std::errc() || ptr != v.data() + v.size() || x < 1 || x > 64) {
+                              return Status(Error(fmt::format("'{}' is not a channel count from 1 to 64", v)));
+                            }
+                            c.*m = x;
+                            return Status();
+                          }});
+  };
+  count("nvls.channels", &CommParams::nvls_channels, "channels (thread blocks) of an NVLS collective, at every size",
+        "NCCL v2.18.5 src/transport/nvls.cc (NCCL_NVLS_NCHANNELS default 16)");
+  count("max_channels", &CommParams::max_channels,
+        "channels NCCL opens for rings and trees; smaller messages run on fewer (bytes / (threads x threshold))",
+        "nccl-tests#100 (NCCL log of an 8-GPU HGX A100: 24 channels); NCCL v2.18.5 enqueue.cc getAlgoInfo");
   t.push_back(ParamInfo{"pipeline_chunk", "bytes", "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
                         "assumption: order of NCCL's Simple-protocol chunk size",
                         [](const CommParams& c) { return to_string(c.pipeline_chunk); },

@@ -55,7 +55,20 @@ struct CommParams {
   // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS, and hwLat NET for NVLS across nodes.
   Time nvls_latency = Time::us(23);
   Time nvls_net_latency = Time::us(18);
-  double nvls_efficiency = 0.835;  // of the link's effective (ring) bandwidth
+  // Of the link's effective (ring) bandwidth, for the data once the per-loop synchronisation below
+  // is set apart: 480 GB/s busbw at 8 GiB on 8 H100 (NCCL maintainer) with 512 loops of 3.4 us.
+  double nvls_efficiency = 0.884;
+  // NCCL runs NVLS on its own channels (v2.18.5 src/transport/nvls.cc, NCCL_NVLS_NCHANNELS 16),
+  // every channel on every message size (enqueue.cc getAlgoInfo: nc = comm->nvlsChannels).
+  int nvls_channels = 16;
+  // Synchronisation of one NVLS loop (scatter to the heads, multimem reduce and multicast, gather):
+  // one Simple-protocol step handoff over NVLink, NCCL v2.18.5 hwLat NVLink ring Simple.
+  Time nvls_loop_latency = Time::from_seconds(3.4e-6);
+  // Channels NCCL opens for rings and trees on one communicator (comm->nChannels; 24 on an 8-GPU
+  // NVSwitch A100 node, nccl-tests#100's log). Below nc x threads x threshold bytes NCCL runs on
+  // fewer of them (enqueue.cc getAlgoInfo), and a ring on c of nc channels moves at c/nc of its
+  // bandwidth (ncclTopoGetAlgoTime: bw / comm->nChannels x nChannels).
+  int max_channels = 24;
   // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
   Bytes pipeline_chunk = Bytes::KiB(512);
   // Host-side cost per collective call (launch, enqueue), added to every collective.
@@ -66,6 +79,16 @@ struct CommParams {
   Time launch_overhead = Time::from_seconds(4.2e-6);
 
   static CommParams nccl_defaults();
+  // Channels NCCL runs a ring or tree collective of `bytes` on (v2.18.5 enqueue.cc getAlgoInfo).
+  int channels_used(Algo a, Protocol p, Bytes bytes, int nranks) const;
+  // NVLS chunk size for an all-reduce of `bytes` over `nranks` heads (v2.18.5 enqueue.cc computeColl)
+  // and the number of loops the kernel runs (all_reduce.h: loopSize = channels x heads x chunk).
+  Bytes nvls_chunk(Bytes bytes, int nranks) const;
+  std::int64_t nvls_loops(Bytes bytes, int nranks) const;
+  // Slices each rank of a Simple-protocol ring hands over one after another: loops of channels x
+  // ranks x 2 MiB chunks (4 MiB buffer / NCCL_STEPS 8 x chunkSteps 4), `steps` ring steps per loop
+  // and 2 slices per chunk (chunkSteps 4 / sliceSteps 2); v2.18.5 collectives.h, enqueue.cc, all_reduce.h.
+  std::int64_t ring_slices(Bytes bytes, int nranks, int channels, int steps) const;
   const StepLatency& lat(Algo a, Protocol p) const;
   StepLatency& lat(Algo a, Protocol p);
 };

@@ -191,8 +191,10 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   const Dataset d = through_jsonl(recs, "nccl.jsonl");
   auto r = fit_profile(d, FitOptions{});
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_NEAR(param(*r, "comm.nvls.latency"), 30.0, 1e-3);
-  EXPECT_NEAR(param(*r, "comm.nvls.efficiency"), 0.7, 1e-4);
+  // NVLS pays one synchronisation per loop and the loops grow with the size (issue 12,
+  // docs/model.md), so the truth is no longer one alpha-beta line: recovered within 0.5 us and 3%.
+  EXPECT_NEAR(param(*r, "comm.nvls.latency"), 30.0, 0.5);
+  EXPECT_NEAR(param(*r, "comm.nvls.efficiency"), 0.7, 0.021);
   EXPECT_EQ(r->params.size(), 2u);  // the NVLS data moves nothing else
   ASSERT_EQ(r->fit["nccl"].size(), 2u);
   const json& one = r->fit["nccl"][1];
@@ -202,7 +204,8 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   EXPECT_NEAR(one["regimes"][0]["bandwidth_GBps"].get<double>(), 200.0, 1e-2);
   for (const auto& s : r->residuals) {
     if (s.model != "defaults") {
-      EXPECT_LT(s.worst, 1e-3) << s.suite << " " << s.model;
+      // The alpha-beta line misses the loop steps by up to 8%; the fitted simulator keeps them.
+      EXPECT_LT(s.worst, s.model == "alpha-beta" ? 0.08 : 0.03) << s.suite << " " << s.model;
     }
   }
 }
@@ -316,8 +319,9 @@ std::pair<Errors, Errors> published_fit(const std::string& system, const std::st
 
 TEST(FitPublished, A100DefaultAlgorithmIsPredictedBetterThanByTheDefaults) {
   const auto [before, after] = published_fit("azure-nd-a100-v4", "all_reduce_perf-a100.log", "dgx-a100-80g", std::nullopt);
-  // Defaults: median 57%, worst 339% (docs/validation.md); fitted: a few percent.
-  EXPECT_GT(before.median, 0.4);
+  // Fitted: a few percent. (The defaults were 57% median before the channel counts of issue 12;
+  // docs/validation.md has their figures now.)
+  EXPECT_LT(after.median, before.median);
   EXPECT_LT(after.median, 0.05);
   EXPECT_LT(after.worst, 0.15);
   EXPECT_LT(after.worst, before.worst);
@@ -325,9 +329,11 @@ TEST(FitPublished, A100DefaultAlgorithmIsPredictedBetterThanByTheDefaults) {
 
 TEST(FitPublished, H100NvlsIsPredictedBetterThanByTheDefaults) {
   const auto [before, after] = published_fit("azure-nd-h100-v5", "all_reduce_perf-h100-nvls.log", "dgx-h100", comm::Algo::nvls);
-  // One alpha-beta line (dtsim's NVLS model) cannot follow the measured ramp: better, not exact.
+  // One alpha-beta line cannot follow the measured ramp: better in the median, not exact. The
+  // defaults now ramp through NVLS's loops (issue 12), which the fitted line flattens, so the worst
+  // point may be a little worse than the defaults'.
   EXPECT_LT(after.median, before.median);
-  EXPECT_LT(after.worst, before.worst);
+  EXPECT_LT(after.worst, before.worst + 0.05);
   EXPECT_LT(after.median, 0.2);
 }
 

@@ -168,7 +168,7 @@ TEST(Cli, ListParamsShowsSources) {
 TEST(Cli, SetOverridesAParameterAndRejectsUnknownOnes) {
   const Result slow = run("collective --cluster dgx-h100 --algo ring --proto Simple --min 8 --max 8 --set comm.ring.Simple.base_latency=100us");
   ASSERT_EQ(slow.code, 0) << slow.out;
-  EXPECT_NE(slow.out.find(" 147.60 "), std::string::npos) << slow.out;  // 100 + 14 x 3.4 us
+  EXPECT_NE(slow.out.find(" 195.20 "), std::string::npos) << slow.out;  // 100 + 14 steps x 2 Simple slices x 3.4 us
   const Result bad = run("collective --cluster dgx-h100 --set comm.warp_speed=9");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.out.find("unknown communication parameter 'warp_speed'"), std::string::npos) << bad.out;

@@ -51,9 +51,11 @@ TEST(RingAllReduce, MatchesTheAlphaBetaFormulaInOneNode) {
   // 8 GPUs, each with 4 NVLinks of 25 GB/s to the switch: B = 100 GB/s per direction.
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   const int n = 8;
-  for (double S : {1048576.0, 1073741824.0}) {
+  // Simple hands over 2 slices per ring step and loop; a loop is 24 channels x 8 ranks x 2 MiB =
+  // 384 MiB: 1 MiB is one loop (28 handoffs), 1 GiB three (84), each a 3.4 us NVLink step.
+  for (const auto& [S, loops] : {std::pair{1048576.0, 1}, std::pair{1073741824.0, 3}}) {
     const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::ring, Protocol::simple);
-    const double expected = us(8.4) + 2 * (n - 1) * us(3.4) + 2.0 * (n - 1) / n * S / (100 * GB);
+    const double expected = us(8.4) + loops * 2 * 2 * (n - 1) * us(3.4) + 2.0 * (n - 1) / n * S / (100 * GB);
     EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
     EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
   }
@@ -65,8 +67,9 @@ TEST(RingAllReduce, LlProtocolTradesBandwidthForLatency) {
   const double S = 65536;
   const Plan p = f.plan(CollOp::allreduce, Bytes(65536), Algo::ring, Protocol::ll);
   // LL: a quarter of the bus bandwidth for all-reduce (NCCL), base 6.6 us, 0.6 us per step; the
-  // 25 GB/s this gives is under LL's 87.7 GB/s ceiling.
-  const double expected = us(6.6) + 2 * (n - 1) * us(0.6) + 2.0 * (n - 1) / n * S / (0.25 * 100 * GB);
+  // 25 GB/s this gives is under LL's 87.7 GB/s ceiling. 64 KiB runs on 2 of NCCL's 24 channels
+  // (65536 / (512 threads x 8 x 8 ranks) = 2), so at 2/24 of that.
+  const double expected = us(6.6) + 2 * (n - 1) * us(0.6) + 2.0 * (n - 1) / n * S / (0.25 * 100 * GB * 2 / 24);
   EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
 }
 
@@ -90,8 +93,9 @@ TEST(RingAllGatherAndReduceScatter, MoveNMinusOneOverNOfTheBuffer) {
   const double S = 268435456;
   for (CollOp op : {CollOp::allgather, CollOp::reducescatter}) {
     const Plan p = f.plan(op, Bytes(268435456), Algo::ring, Protocol::simple);
-    const double expected = us(8.4) + (n - 1) * us(3.4) + (n - 1.0) / n * S / (100 * GB);
-    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << to_string(op);
+    // One loop of n - 1 steps, 2 slices each.
+    const double expected = us(8.4) + 2 * (n - 1) * us(3.4) + (n - 1.0) / n * S / (100 * GB);
+    EXPECT_NEAR(f.simulate(p), expected, 0.001 * expected) << to_string(op);
   }
 }
 
@@ -123,8 +127,86 @@ TEST(Nvls, EachGpuLinkMovesSTimesOnePlusOneOverN) {
   const int n = 8;
   const double S = 1073741824.0;
   const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::nvls, Protocol::simple);
-  const double expected = us(23) + S * (1 + 1.0 / n) / (0.835 * 100 * GB);
+  // 1 GiB: chunk 128 KiB, loops of 16 channels x 8 GPUs x 128 KiB = 16 MiB, 64 of them, each
+  // synchronised (3.4 us), two more to fill the scatter / reduce / gather pipeline.
+  const double expected = us(23) + (64 + 2) * us(3.4) + S * (1 + 1.0 / n) / (0.884 * 100 * GB);
   EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+  EXPECT_EQ(p.channels, 16);
+}
+
+// NCCL v2.18.5 enqueue.cc computeColl: the NVLS chunk is 128 KiB, 64 KiB below 64 x (channels x
+// heads) x 128 KiB, 32 KiB below 8 x ... x 64 KiB, 16 KiB below 2 x ... x 32 KiB. With 16 channels
+// and 8 GPUs (128 heads in all): 1 GiB, 64 MiB and 8 MiB are the switch points.
+TEST(Nvls, ChunkShrinksWithTheMessageAndLoopsCountIt) {
+  const CommParams p = CommParams::nccl_defaults();
+  EXPECT_EQ(p.nvls_chunk(Bytes::GiB(8), 8), Bytes::KiB(128));
+  EXPECT_EQ(p.nvls_chunk(Bytes::GiB(1), 8), Bytes::KiB(128));
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(1023), 8), Bytes::KiB(64));
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(64), 8), Bytes::KiB(64));
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(63), 8), Bytes::KiB(32));
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(8), 8), Bytes::KiB(32));
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(7), 8), Bytes::KiB(16));
+  EXPECT_EQ(p.nvls_chunk(Bytes::KiB(1), 8), Bytes::KiB(16));
+  // Loops of 16 x 8 x chunk: 8 GiB / 16 MiB, 64 MiB / 8 MiB, 32 MiB / 4 MiB, 4 MiB / 2 MiB.
+  EXPECT_EQ(p.nvls_loops(Bytes::GiB(8), 8), 512);
+  EXPECT_EQ(p.nvls_loops(Bytes::MiB(64), 8), 8);
+  EXPECT_EQ(p.nvls_loops(Bytes::MiB(32), 8), 8);
+  EXPECT_EQ(p.nvls_loops(Bytes::MiB(4), 8), 2);
+  EXPECT_EQ(p.nvls_loops(Bytes::KiB(64), 8), 1);
+  // Four GPUs: 64 heads, so each switch point halves: 4 MiB = 2 x 64 x 32 KiB keeps 32 KiB, 3 MiB
+  // drops to 16 KiB.
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(4), 4), Bytes::KiB(32));
+  EXPECT_EQ(p.nvls_chunk(Bytes::MiB(3), 4), Bytes::KiB(16));
+}
+
+// The ramp with size: time = 23 us + (loops + 2) x 3.4 us + S(1 + 1/n) / (0.884 B), loops as above,
+// on the 100 GB/s test switch. 64 KiB and 1 MiB are one loop; 4 MiB two; 32 MiB eight.
+TEST(Nvls, TimeRampsWithTheLoopCount) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const std::pair<double, int> cases[] = {{65536.0, 1}, {1048576.0, 1}, {4194304.0, 2}, {33554432.0, 8}};
+  for (const auto& [S, loops] : cases) {
+    const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::nvls, Protocol::simple);
+    const double expected = us(23) + (loops + 2) * us(3.4) + S * (1 + 1.0 / n) / (0.884 * 100 * GB);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
+    EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
+  }
+}
+
+// NCCL v2.18.5 enqueue.cc getAlgoInfo: while nBytes < nc x threads x threshold, one channel fewer.
+// Threads 512 (LL, Simple) or 640 (LL128); threshold 64 (Simple), 8 (LL128), 8 x nRanks (ring LL),
+// 8 (tree LL). So nc = floor(bytes / (threads x threshold)), between 1 and 24.
+TEST(Channels, SmallMessagesRunOnFewerChannels) {
+  const CommParams p = CommParams::nccl_defaults();
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::simple, Bytes(786432), 8), 24);  // 24 x 512 x 64
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::simple, Bytes(786431), 8), 23);
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::simple, Bytes::KiB(64), 8), 2);
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::simple, Bytes::KiB(100), 8), 3);
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::simple, Bytes(1024), 8), 1);
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::ll, Bytes::KiB(64), 8), 2);    // 512 x 8 x 8
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::ll, Bytes::KiB(64), 2), 8);    // 512 x 8 x 2
+  EXPECT_EQ(p.channels_used(Algo::tree, Protocol::ll, Bytes::KiB(64), 8), 16);   // 512 x 8
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::ll128, Bytes::KiB(64), 8), 12);  // 640 x 8 = 5120
+  EXPECT_EQ(p.channels_used(Algo::ring, Protocol::ll128, Bytes::GiB(1), 8), 24);
+}
+
+// The same ring at 64 KiB and at 1 MiB with Simple: 2 of 24 channels, then all of them. The time
+// is the alpha-beta form with the bandwidth scaled by channels used / 24.
+TEST(Channels, ARingOnFewerChannelsMovesAtTheirShare) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const std::pair<double, int> cases[] = {{65536.0, 2}, {262144.0, 8}, {1048576.0, 24}};
+  for (const auto& [S, c] : cases) {
+    const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::ring, Protocol::simple);
+    // One loop: 2(n-1) steps x 2 slices handed over at 3.4 us each.
+    const double expected = us(8.4) + 4 * (n - 1) * us(3.4) + 2.0 * (n - 1) / n * S / (100 * GB * c / 24);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
+    EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
+  }
+  // All-gather uses the same rule: 64 KiB, (n-1)/n of it, on 2 channels.
+  const Plan ag = f.plan(CollOp::allgather, Bytes::KiB(64), Algo::ring, Protocol::simple);
+  const double ag_expected = us(8.4) + 2 * (n - 1) * us(3.4) + (n - 1.0) / n * 65536 / (100 * GB * 2 / 24);
+  EXPECT_NEAR(f.simulate(ag), ag_expected, 0.01 * ag_expected);
 }
 
 TEST(AllToAll, EachRankSendsNMinusOneOverNOfItsBuffer) {
