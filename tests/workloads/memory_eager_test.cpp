@@ -225,5 +225,40 @@ TEST(EagerMemory, Llama3_405bFitsWithMetasLayout) {
   EXPECT_FALSE(est1->fits);
 }
 
+TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
+  // Llama 3 405B: 126 layers over 16 x 2 virtual stages. Even: 30 stages of 4 and two of 3.
+  auto even = virtual_stage_blocks(126, 32, PipelineSplit::even);
+  ASSERT_TRUE(even.ok());
+  EXPECT_EQ(even->front(), 4);
+  EXPECT_EQ((*even)[29], 4);
+  EXPECT_EQ(even->back(), 3);
+  // With the embedding and the loss as layers: 128 slots of 4; the first and last hold 3 blocks.
+  auto meta = virtual_stage_blocks(126, 32, PipelineSplit::embedding_loss);
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->front(), 3);
+  EXPECT_EQ(meta->back(), 3);
+  int sum = 0;
+  for (int b : *meta) sum += b;
+  EXPECT_EQ(sum, 126);
+  for (std::size_t g = 1; g + 1 < meta->size(); ++g) EXPECT_EQ((*meta)[g], 4);
+  // One stage: all blocks (the embedding and loss slots are its own).
+  auto one = virtual_stage_blocks(12, 1, PipelineSplit::embedding_loss);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->front(), 12);
+}
+
+TEST(PipelineSplit, UnknownValueIsRefusedAtItsField) {
+  const std::string text =
+      "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-125m\ntraining: {global_batch: 8, micro_batch: 1}\n"
+      "parallel: {pp: 2, pipeline_split: uneven}\n";
+  config::LoadContext ctx;
+  auto cfg = config::load_simulate_config("inline.yaml", {}, ctx, text);
+  EXPECT_FALSE(cfg.has_value());
+  const std::string msg = ctx.diagnostics.to_string();
+  EXPECT_NE(msg.find("inline.yaml:4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pipeline_split"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("even, embedding-loss"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace dtsim::workloads
