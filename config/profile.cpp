@@ -28,7 +28,13 @@ Status set_memory_param(workloads::MemoryParams& m, std::string_view name, std::
     m.fragmentation = x;
     return {};
   }
-  return Error(fmt::format("unknown memory parameter '{}' (reserved, fragmentation)", name));
+  if (name == "cuda_context" || name == "cublas_workspace") {
+    auto b = parse_bytes(value);
+    if (!b) return b.error();
+    (name == "cuda_context" ? m.cuda_context : m.cublas_workspace) = *b;
+    return {};
+  }
+  return Error(fmt::format("unknown memory parameter '{}' (reserved, fragmentation, cuda_context, cublas_workspace)", name));
 }
 
 void override_link(const HardwareProfile& p, hw::LinkType& t) {

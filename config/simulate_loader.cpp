@@ -203,6 +203,13 @@ std::vector<std::array<std::string, 3>> simulate_param_list() {
   out.push_back({"memory.reserved", to_string(mp.reserved),
                  "framework allowance per GPU: CUDA context, library workspaces, NCCL buffers (assumption)"});
   out.push_back({"memory.fragmentation", fmt::format("{:.3g}", mp.fragmentation), "allocator slack as a fraction of the tensors (assumption)"});
+  out.push_back({"memory.cuda_context", to_string(mp.cuda_context),
+                 "pytorch-eager/torch-compile: device memory outside PyTorch's allocator, mostly the CUDA context with its "
+                 "lazily loaded kernels (assumption: 0.3-0.6 GiB is typical on H100 with CUDA 12+ lazy loading)"});
+  out.push_back({"memory.cublas_workspace", to_string(mp.cublas_workspace),
+                 "pytorch-eager/torch-compile: cuBLAS workspace PyTorch allocates through its caching allocator, counted in "
+                 "max_memory_allocated (PyTorch's default CUBLAS_WORKSPACE_CONFIG :4096:8 on Hopper = 8 x 4 MiB; "
+                 "aten/src/ATen/cuda/CublasHandlePool.cpp)"});
   return out;
 }
 
@@ -320,6 +327,10 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       p.schedule = *v;
     }
     if (auto v = pr->integer("virtual_stages", false, 1, 1'000)) p.virtual_stages = static_cast<int>(*v);
+    if (auto v = enum_field(*pr, "pipeline_split", workloads::PipelineSplit::even, workloads::parse_pipeline_split,
+                            "even, embedding-loss")) {
+      p.split = *v;
+    }
     if (auto v = pr->integer("zero", false, 0, 3)) p.zero = static_cast<int>(*v);
     if (auto v = pr->boolean("sequence_parallel")) p.sequence_parallel = *v;
     if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
@@ -439,6 +450,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                                        {"transfer", p.dataparallel.nccl ? "nccl" : "copies"}}},
                      {"parameter_server", {{"shards", p.parameter_server.shards},
                                            {"update_bandwidth", to_string(p.parameter_server.update_bandwidth)}}}};
+  if (p.split != workloads::PipelineSplit::even) res["parallel"]["pipeline_split"] = std::string(workloads::to_string(p.split));
   if (t.data) {
     const auto& d = *t.data;
     res["training"]["data"] = {{"dataset", d.dataset},
@@ -471,6 +483,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   for (const auto& info : workloads::compute_param_table()) params["compute." + info.name] = info.get(in.compute);
   params["memory.reserved"] = to_string(in.memory.reserved);
   params["memory.fragmentation"] = fmt::format("{:.3g}", in.memory.fragmentation);
+  params["memory.cuda_context"] = to_string(in.memory.cuda_context);
+  params["memory.cublas_workspace"] = to_string(in.memory.cublas_workspace);
   res["simulation"] = {{"sharing", in.sharing}, {"symmetric", in.symmetric}, {"free_communication", in.free_communication}, {"params", params}};
   // Which parameters come from a calibrated profile (the rest are defaults or set by the file).
   nlohmann::json calibrated = nlohmann::json::array();

@@ -33,7 +33,7 @@ const char* kind_label(workloads::TimeKind k) {
 }
 
 nlohmann::json memory_json(const workloads::MemoryBreakdown& m) {
-  return {{"stage", m.stage},
+  nlohmann::json j = {{"stage", m.stage},
           {"params_GiB", round_to(m.params / kGiB, 3)},
           {"grads_GiB", round_to(m.grads / kGiB, 3)},
           {"optimizer_GiB", round_to(m.optimizer / kGiB, 3)},
@@ -43,6 +43,16 @@ nlohmann::json memory_json(const workloads::MemoryBreakdown& m) {
           {"total_GiB", round_to(m.total / kGiB, 3)},
           {"capacity_GiB", round_to(m.capacity / kGiB, 3)},
           {"fits", m.fits}};
+  if (m.eager) {
+    // As PyTorch's caching allocator sees it: the peak of live tensors (max_memory_allocated),
+    // when it happens, and its parts; total_GiB is the device memory a monitor shows.
+    j["allocated_GiB"] = round_to(m.allocated / kGiB, 3);
+    j["peak_phase"] = m.peak_phase;
+    j["cast_weights_GiB"] = round_to(m.cast_weights / kGiB, 3);
+    j["loss_GiB"] = round_to(m.loss / kGiB, 3);
+    j["workspace_GiB"] = round_to(m.workspace / kGiB, 3);
+  }
+  return j;
 }
 
 nlohmann::json input_json(const workloads::InputReport& in) {
@@ -139,6 +149,15 @@ std::string render_simulate(const SimulateReport& rep) {
     out += fmt::format("  {:>5} {:>8.2f} {:>8.2f} {:>9.2f} {:>11.2f} {:>8.2f} {:>8.2f} {:>8.2f}  {}\n", s.stage, m.params / kGiB,
                        m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB, (m.reserved + m.fragmentation) / kGiB, m.total / kGiB,
                        m.capacity / kGiB, m.fits ? "yes" : "NO");
+  }
+  if (r.peak_memory.eager) {
+    const auto& m = r.peak_memory;
+    out += fmt::format(
+        "  allocator peak (max_memory_allocated) {:.2f} GiB at the {}: fp32 parameters {:.2f}, bf16 weight copies {:.2f}, "
+        "gradients {:.2f}, optimizer {:.2f}, activations {:.2f} of which loss buffers {:.2f}, cuBLAS workspace {:.2f}; "
+        "a monitor shows {:.2f} GiB (allocator reserve and CUDA context)\n",
+        m.allocated / kGiB, m.peak_phase, (m.params - m.cast_weights) / kGiB, m.cast_weights / kGiB, m.grads / kGiB, m.optimizer / kGiB,
+        m.activations / kGiB, m.loss / kGiB, m.workspace / kGiB, m.total / kGiB);
   }
   if (!r.fits) out += "\n" + r.memory_note + "\n";
   if (r.input.modelled) {

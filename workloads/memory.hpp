@@ -15,6 +15,10 @@ namespace dtsim::workloads {
 struct MemoryParams {
   Bytes reserved = Bytes::GiB(2);   // CUDA context, library workspaces, NCCL buffers
   double fragmentation = 0.05;      // allocator slack on top of the tensors
+  // Eager frameworks (memory_eager.hpp): device memory outside PyTorch's allocator, and the cuBLAS
+  // workspace PyTorch allocates through its caching allocator.
+  Bytes cuda_context = Bytes::MiB(512);
+  Bytes cublas_workspace = Bytes::MiB(32);
 };
 
 struct ActivationShape {
@@ -40,6 +44,12 @@ struct MemoryBreakdown {
   int stage = 0;
   double params = 0, grads = 0, optimizer = 0, activations = 0, reserved = 0, fragmentation = 0;
   double total = 0;
+  // Eager frameworks only (eager = true): params include cast_weights, activations include loss,
+  // reserved includes workspace; allocated is the allocator's peak of live tensors
+  // (torch.cuda.max_memory_allocated) and total the device memory a monitor shows.
+  bool eager = false;
+  double cast_weights = 0, loss = 0, workspace = 0, allocated = 0;
+  std::string peak_phase;
   double capacity = 0;
   bool fits = true;
 };

@@ -15,6 +15,32 @@ using I = std::int64_t;
 
 int element_bytes(hw::DType precision) { return precision == hw::DType::fp32 || precision == hw::DType::tf32 ? 4 : 2; }
 
+// Eager PyTorch / torch.compile: the tensors Hugging Face code keeps (memory_eager.hpp) replace the
+// Megatron counts; the stage's layers, parameters and micro-batches in flight are the same.
+void eager_transformer_stage(const TransformerSpec& m, const TrainingSpec& tr, const ProgramShape& sh, double layers_per_chunk,
+                             StageFootprint& f) {
+  EagerShape es;
+  es.seq = sh.seq;
+  es.tp = sh.tp;
+  es.act_bytes = element_bytes(tr.precision);
+  es.dropout = sh.dropout > 0;
+  es.attention = tr.attention;
+  es.compiled = tr.framework == Framework::torch_compile;
+  const double tokens = static_cast<double>(tr.micro_batch * (sh.seq / sh.cp));
+  f.activation_bytes = f.in_flight * layers_per_chunk * tokens * sum_bytes(eager_block_buffers(m, es));
+  if (f.has_embedding) f.activation_bytes += f.in_flight * tokens * sum_bytes(eager_embedding_buffers(m, es));
+  if (f.has_head) {
+    f.activation_bytes += tokens * sum_bytes(eager_head_buffers(m, es));
+    const LossBuffers l = eager_loss_bytes(m, es);
+    f.loss = LossBuffers{tokens * l.forward, tokens * l.backward};
+  }
+  // GEMM weights: the blocks' and the output projection (a tied one casts the token table; BERT's
+  // MLM head adds its transform); the embedding tables are looked up in fp32.
+  const double h = static_cast<double>(m.hidden);
+  f.matmul_params = f.layers * block_gemm_weights(m) / sh.tp;
+  if (f.has_head) f.matmul_params += (static_cast<double>(m.vocab) * h + (m.encoder ? h * h : 0.0)) / sh.tp;
+}
+
 Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const Layout& lay, int micro, int v, MemoryEstimate& out) {
   const TrainingSpec& tr = in.training;
   const ParallelSpec& par = in.parallel;
@@ -41,15 +67,15 @@ Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const 
   as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
   as.dropout_present = sh.dropout > 0;
   const double per_layer_act = layer_activation_bytes(m, as);
-  // Layers of each virtual stage: as even as possible, the first ones taking the remainder (as the
-  // engine splits them).
-  const int base = static_cast<int>(m.layers) / vstages, extra = static_cast<int>(m.layers) % vstages;
+  // Blocks of each virtual stage, as the engine splits them.
+  auto split = virtual_stage_blocks(m.layers, vstages, par.split);
+  if (!split) return split.error();
   for (int s = 0; s < p; ++s) {
     StageFootprint f;
     f.stage = s;
     for (int c = 0; c < v; ++c) {
       const int g = virtual_stage(p, s, c);
-      const int blocks = base + (g < extra ? 1 : 0);
+      const int blocks = (*split)[static_cast<std::size_t>(g)];
       f.layers += blocks;
       f.dense_params += static_cast<double>(blocks) * static_cast<double>(block.params);
       f.expert_params += static_cast<double>(blocks) * static_cast<double>(block.expert_params);
@@ -69,8 +95,13 @@ Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const 
     f.in_flight = max_in_flight(*ops);
     const double layers_per_chunk = static_cast<double>(f.layers) / v;
     f.activation_bytes = f.in_flight * layers_per_chunk * per_layer_act;
-    if (f.has_embedding) f.activation_bytes += f.in_flight * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden * e_bytes);
+    // The embedding's output is the first block's input, which the block's count already holds;
+    // the embedding adds only its dropout mask (one byte per element; Korthikanti et al. 2022, 4.3).
+    if (f.has_embedding && as.dropout) {
+      f.activation_bytes += f.in_flight * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden) / (sh.sequence_parallel ? sh.tp : 1);
+    }
     if (f.has_head) f.activation_bytes += 4.0 * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp)) * static_cast<double>(m.vocab) / lay.tp();
+    if (tr.framework != Framework::megatron) eager_transformer_stage(m, tr, sh, layers_per_chunk, f);
     out.stages.push_back(f);
   }
   return {};
@@ -91,7 +122,19 @@ Status cnn_stages(const CnnSpec& m, const StepInputs& in, const Layout& lay, Mem
   f.layers = static_cast<int>(layers.size());
   f.in_flight = 1;
   const int e_bytes = element_bytes(tr.precision);
-  for (const CnnLayer& l : m.layers) f.activation_bytes += static_cast<double>(tr.micro_batch * l.in_channels * l.in_h * l.in_w * e_bytes);
+  if (tr.framework == Framework::megatron) {
+    for (const CnnLayer& l : m.layers) f.activation_bytes += static_cast<double>(tr.micro_batch * l.in_channels * l.in_h * l.in_w * e_bytes);
+  } else {
+    EagerShape es;
+    es.act_bytes = e_bytes;
+    es.compiled = tr.framework == Framework::torch_compile;
+    f.activation_bytes = static_cast<double>(tr.micro_batch) * sum_bytes(eager_cnn_buffers(m, es));
+    for (const CnnLayer& l : m.layers) {
+      if (l.kind == CnnLayer::Kind::conv || l.kind == CnnLayer::Kind::fc) {
+        f.matmul_params += static_cast<double>(l.params() - (l.bias ? l.out_channels : 0));
+      }
+    }
+  }
   out.stages.push_back(f);
   return {};
 }
@@ -142,7 +185,19 @@ Expected<MemoryEstimate> estimate_memory(const hw::Topology& topo, const StepInp
       if (topo.node_template(topo.node_of(other)).spec().gpu.memory < topo.node_template(topo.node_of(rank)).spec().gpu.memory) rank = other;
     }
     const Bytes capacity = topo.node_template(topo.node_of(rank)).spec().gpu.memory;
-    f.memory = stage_memory(mi, tr, par.zero, in.memory, capacity);
+    if (tr.framework == Framework::megatron) {
+      f.memory = stage_memory(mi, tr, par.zero, in.memory, capacity);
+    } else {
+      EagerStageInput ei;
+      ei.stage = f.stage;
+      ei.params = f.dense_params + f.expert_params;
+      ei.matmul_params = f.matmul_params;
+      ei.dp = lay->grad_dp();
+      ei.ddp_buckets = lay->dp() > 1 && par.dp_impl == DpImpl::ddp;
+      ei.activations = f.activation_bytes;
+      ei.loss = f.loss;
+      f.memory = eager_stage_memory(ei, tr, par.zero, in.memory, capacity);
+    }
     if (f.memory.total > out.peak.total) out.peak = f.memory;
     if (!f.memory.fits && out.fits) {
       out.fits = false;

@@ -9,6 +9,7 @@
 
 #include "hw/topology.hpp"
 #include "sim/expected.hpp"
+#include "workloads/memory_eager.hpp"
 #include "workloads/step.hpp"
 
 namespace dtsim::workloads {
@@ -21,6 +22,8 @@ struct StageFootprint {
   int in_flight = 0;             // micro-batch activations held at the peak of the schedule
   double activation_bytes = 0;
   bool has_embedding = false, has_head = false;
+  double matmul_params = 0;      // eager frameworks: GEMM / convolution weights (autocast casts them)
+  LossBuffers loss;              // eager frameworks: loss buffers over the vocabulary (last stage)
   MemoryBreakdown memory;
 };
 

@@ -46,6 +46,8 @@ struct CnnLayer {
   std::int64_t in_h = 0, in_w = 0;    // input feature map
   std::int64_t out_h = 0, out_w = 0;  // output feature map
   bool bias = false;
+  bool average = false;   // pool: average (else max, which keeps int64 indices for backward)
+  bool shortcut = false;  // on a residual block's projection shortcut (reads the block's input)
   std::int64_t params() const;
   // Multiply-accumulates per sample (forward). Zero for layers without weights.
   std::int64_t macs() const;

@@ -27,6 +27,46 @@ std::optional<PipelineSchedule> parse_pipeline_schedule(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(PipelineSplit s) {
+  switch (s) {
+    case PipelineSplit::even: return "even";
+    case PipelineSplit::embedding_loss: return "embedding-loss";
+  }
+  DTSIM_ASSERT(false, "unknown PipelineSplit");
+  return {};
+}
+
+std::optional<PipelineSplit> parse_pipeline_split(std::string_view s) {
+  for (PipelineSplit k : {PipelineSplit::even, PipelineSplit::embedding_loss}) {
+    if (s == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
+Expected<std::vector<int>> virtual_stage_blocks(std::int64_t layers, int vstages, PipelineSplit split) {
+  DTSIM_ASSERT(vstages >= 1, "at least one virtual stage");
+  const std::int64_t extra_slots = split == PipelineSplit::embedding_loss ? 2 : 0;
+  const std::int64_t slots = layers + extra_slots;
+  if (slots < vstages || layers < 1) {
+    return Error(fmt::format("{} layers cannot fill {} virtual pipeline stages{}", layers, vstages,
+                             extra_slots > 0 ? " (with the embedding and the loss as one layer each)" : ""),
+                 "parallel.pp");
+  }
+  std::vector<int> out(static_cast<std::size_t>(vstages));
+  const std::int64_t base = slots / vstages, extra = slots % vstages;
+  for (int g = 0; g < vstages; ++g) out[static_cast<std::size_t>(g)] = static_cast<int>(base + (g < extra ? 1 : 0));
+  if (extra_slots > 0) {
+    // The embedding takes a slot of the first virtual stage, the output layer and loss one of the last.
+    out.front() -= 1;
+    out.back() -= 1;
+    if (out.front() < 0 || out.back() < 0) {
+      return Error(fmt::format("{} layers over {} virtual pipeline stages leave no slot for the embedding or the loss", layers, vstages),
+                   "parallel.pp");
+    }
+  }
+  return out;
+}
+
 namespace {
 
 constexpr const char* kPipelineField = "parallel.pipeline";

@@ -2,6 +2,7 @@
 // backward passes of its micro-batches. Pure functions; the step simulation executes them.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,22 @@ struct PipeOp {
 
 // Megatron's interleaving: chunk c of stage s holds virtual stage c * p + s of the p * v.
 inline int virtual_stage(int p, int stage, int chunk) { return chunk * p + stage; }
+
+// How transformer blocks are spread over the p * v virtual stages (`parallel.pipeline_split`):
+//  even            as evenly as possible, the first virtual stages taking the remainder (Megatron-LM's
+//                  default split)
+//  embedding_loss  the embedding and the output layer with its loss each take one block's place: the
+//                  split is made over layers + 2 slots, and the first and last virtual stages give one
+//                  slot each to them (Llama 3 405B: "we reduce one Transformer layer each from the first
+//                  and the last stages", Dubey et al. 2024, section 3.3.2; Megatron-LM's
+//                  --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split)
+enum class PipelineSplit { even, embedding_loss };
+std::string_view to_string(PipelineSplit s);  // "even", "embedding-loss"
+std::optional<PipelineSplit> parse_pipeline_split(std::string_view s);
+
+// Transformer blocks of each virtual stage 0..vstages-1 (they sum to `layers`). Error (field
+// "parallel.pp") when a virtual stage would get fewer than none, or every one none.
+Expected<std::vector<int>> virtual_stage_blocks(std::int64_t layers, int vstages, PipelineSplit split);
 
 // The op order of pipeline stage `stage` (0..p-1) for `m` micro-batches and `v` model chunks per
 // stage. GPipe and 1F1B need v == 1; interleaved 1F1B needs v >= 2 and m % p == 0 (as

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "workloads/framework_program.hpp"
+#include "workloads/memory_estimate.hpp"
 #include "workloads/program.hpp"
 #include "workloads/schedule.hpp"
 
@@ -412,13 +413,14 @@ Status Engine::build_transformer(const TransformerSpec& m) {
   const LayerProgram block = megatron ? transformer_block(m, sh) : framework_block(m, sh, fw);
   const LayerProgram head = megatron ? transformer_head(m, sh) : framework_head(m, sh, fw);
   for (StageProgram& sp : programs_) sp.host_cost = host_per_kernel(in_.compute, fw);
-  // Layers of each virtual stage: as even as possible, the first ones taking the remainder.
+  // Blocks of each virtual stage (parallel.pipeline_split).
   std::vector<std::vector<const LayerProgram*>> vs_layers(static_cast<std::size_t>(vstages_));
-  const int base = static_cast<int>(m.layers) / vstages_, extra = static_cast<int>(m.layers) % vstages_;
+  auto blocks = virtual_stage_blocks(m.layers, vstages_, par.split);
+  if (!blocks) return blocks.error();
   for (int g = 0; g < vstages_; ++g) {
     auto& L = vs_layers[static_cast<std::size_t>(g)];
     if (g == 0) L.push_back(&emb);
-    for (int i = 0; i < base + (g < extra ? 1 : 0); ++i) L.push_back(&block);
+    for (int i = 0; i < (*blocks)[static_cast<std::size_t>(g)]; ++i) L.push_back(&block);
     if (g == vstages_ - 1) L.push_back(&head);
   }
   const int e_bytes = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
@@ -493,7 +495,11 @@ Status Engine::build_transformer(const TransformerSpec& m) {
     // micro-batch for the loss.
     const double layers_per_chunk = static_cast<double>(sp.layers) / v;
     sp.activation_bytes = sp.in_flight * layers_per_chunk * per_layer_act;
-    if (sp.has_embedding) sp.activation_bytes += sp.in_flight * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden * e_bytes);
+    // The embedding's output is the first block's input, which the block's count already holds;
+    // the embedding adds only its dropout mask (one byte per element; Korthikanti et al. 2022, 4.3).
+    if (sp.has_embedding && as.dropout) {
+      sp.activation_bytes += sp.in_flight * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden) / (sh.sequence_parallel ? sh.tp : 1);
+    }
     if (sp.has_head) sp.activation_bytes += 4.0 * static_cast<double>(tr.micro_batch * (sh.seq / sh.cp)) * static_cast<double>(m.vocab) / lay_.tp();
   }
   if (bucket_bytes_.count() <= 0) {
@@ -1533,6 +1539,12 @@ StepResult Engine::result() {
   double busy = 0;
   for (double t : r.breakdown_s) busy += t;
   r.idle_s = std::max(0.0, r.step_time_s - busy);
+  // Eager frameworks: memory as PyTorch allocates it, from the memory-only estimate (same stages).
+  std::optional<MemoryEstimate> eager_memory;
+  if (tr.framework != Framework::megatron) {
+    // The layout checks are the engine's own, passed already.
+    if (auto est = estimate_memory(topo_, in_)) eager_memory = std::move(*est);
+  }
   for (int s = 0; s < lay_.pp(); ++s) {
     const Executor& e = exec(s, 0);
     const StageProgram& sp = programs_[static_cast<std::size_t>(s)];
@@ -1561,7 +1573,7 @@ StepResult Engine::result() {
       if (topo_.node_template(topo_.node_of(other)).spec().gpu.memory < topo_.node_template(topo_.node_of(rank)).spec().gpu.memory) rank = other;
     }
     const Bytes capacity = topo_.node_template(topo_.node_of(rank)).spec().gpu.memory;
-    st.memory = stage_memory(mi, tr, in_.parallel.zero, in_.memory, capacity);
+    st.memory = eager_memory ? eager_memory->stages[static_cast<std::size_t>(s)].memory : stage_memory(mi, tr, in_.parallel.zero, in_.memory, capacity);
     if (st.memory.total > r.peak_memory.total) r.peak_memory = st.memory;
     if (!st.memory.fits && r.fits) {
       r.fits = false;

@@ -111,6 +111,7 @@ struct ParallelSpec {
   int ep = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;
+  PipelineSplit split = PipelineSplit::even;  // how blocks are spread over the virtual stages (schedule.hpp)
   int zero = 0;                    // 0 (plain data parallel), 1, 2 or 3 (3 = FSDP full sharding)
   bool sequence_parallel = false;
   DpImpl dp_impl = DpImpl::ddp;

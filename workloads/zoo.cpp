@@ -57,6 +57,7 @@ class Builder {
     CnnLayer l = start(CnnLayer::Kind::pool, name);
     l.stride = std::max<std::int64_t>(1, shape_.h / out);
     l.kernel = std::max<std::int64_t>(1, (shape_.h + out - 1) / out);
+    l.average = true;
     finish(l, Shape{shape_.channels, out, out});
   }
 
@@ -64,6 +65,11 @@ class Builder {
   void relu(const std::string& name) { same_shape(CnnLayer::Kind::relu, name); }
   void dropout(const std::string& name) { same_shape(CnnLayer::Kind::dropout, name); }
   void add(const std::string& name) { same_shape(CnnLayer::Kind::add, name); }
+
+  // The last `n` layers are on a residual block's projection shortcut.
+  void mark_shortcut(std::size_t n) {
+    for (std::size_t i = spec_.layers.size() - n; i < spec_.layers.size(); ++i) spec_.layers[i].shortcut = true;
+  }
 
   // torch.flatten(x, 1): no layer, only the view changes.
   void flatten() { shape_ = Shape{shape_.channels * shape_.h * shape_.w, 1, 1}; }
@@ -132,6 +138,7 @@ void bottleneck(Builder& b, const std::string& prefix, std::int64_t planes, std:
     b.set_shape(in);
     b.conv(prefix + ".downsample.0", planes * 4, 1, stride, 0, false);
     b.batchnorm(prefix + ".downsample.1");
+    b.mark_shortcut(2);
     DTSIM_ASSERT(b.shape().h == main.h && b.shape().channels == main.channels, "shortcut shape mismatch");
   }
   b.add(prefix + ".add");

@@ -57,29 +57,23 @@ workloads::StepResult simulate_row(const Row& r, const std::string& recompute) {
 // tolerance: throughput within 15% (the step model's claim at scale, with a different fabric:
 // dtsim uses InfiniBand, Meta RoCE).
 //
-// Memory. Meta does not say how these layouts fit in 80 GiB. Without recomputation they cannot,
-// by Korthikanti et al. (MLSys 2023, section 4): with sequence parallelism and fused attention a
-// transformer layer keeps 34 s b h / t bytes of activations per micro-batch, and in 1F1B the first
-// stage holds pp micro-batches of its L / pp layers, so at least L x 34 s b h / t bytes (67 GiB
-// for 405B at 8K context, TP 8), besides 6 GiB of bf16 weights, 12 GiB of fp32 gradients
-// (Megatron accumulates in fp32), optimizer shards and the CUDA context: over 80 GiB. So the throughput
-// is compared for the layout as published without recomputation (whose extra third of forward
-// compute Meta's figure does not show), and the memory checks are: dtsim's activations at least
-// that closed form, dtsim finds the layout over 80 GiB, and with full recomputation it fits
-// (Meta did run it). The 128K-context row is in docs/validation.md (dtsim-compare-published)
-// but not here: it takes 20 s to simulate.
+// Memory. The example runs Meta's layout as the paper describes it (section 3.3.2): FSDP sharding
+// the optimizer states and gradients (ZeRO-2) and the embedding and loss each taking one layer's
+// place in the pipeline split, without recomputation. On 16,384 GPUs (16 micro-batches per
+// pipeline) it fits in 80 GiB, as Meta ran it; on 8,192 (32 micro-batches) Megatron's interleaved
+// schedule keeps 47 chunks in flight on stage 0 and it does not (Meta's own schedule with N
+// contiguous micro-batches is not modelled; docs/model.md). With full recomputation both fit.
+// The 128K-context row is in docs/validation.md (dtsim-compare-published) but not here: it takes
+// 20 s to simulate.
 constexpr double kThroughputTolerance = 0.15;
 
 TEST(PublishedTraining, Llama3_405B) {
   const auto rs = rows();
   ASSERT_EQ(rs.size(), 3u);
-  const double layers = 126, hidden = 16384;  // presets/models/llama3-405b.yaml
   for (const Row& r : {rs[0], rs[1]}) {
     const workloads::StepResult none = simulate_row(r, "none");
     EXPECT_LT(std::fabs(none.tflops_per_gpu / r.tflops - 1), kThroughputTolerance) << r.gpus << " GPUs: " << none.tflops_per_gpu;
-    const double korthikanti = layers * 34.0 * static_cast<double>(r.seq) * 1 * hidden / r.tp;  // micro-batch 1
-    EXPECT_GE(none.peak_memory.activations, korthikanti) << r.gpus << " GPUs";
-    EXPECT_FALSE(none.fits) << r.gpus << " GPUs: activations alone need " << korthikanti / (1 << 30) << " GiB";
+    EXPECT_EQ(none.fits, r.dp == 128) << r.gpus << " GPUs: " << none.memory_note;
     const workloads::StepResult full = simulate_row(r, "full");
     EXPECT_TRUE(full.fits) << r.gpus << " GPUs with full recomputation: " << full.memory_note;
   }
