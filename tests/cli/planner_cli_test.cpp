@@ -123,7 +123,9 @@ TEST(PlannerCli, SweepRowsThatDoNotFitAreMarkedAndHaveNoTime) {
   EXPECT_TRUE(has(r.out, "not achievable")) << r.out;
   // The row keeps the first clause; the whole message is below the table, not cut mid-sentence.
   EXPECT_TRUE(has(r.out, "oom (see [1] below)")) << r.out;
-  EXPECT_TRUE(has(r.out, "[1] oom: out of memory: rank 0 (pipeline stage 0) needs 223.2 GiB but its GPU has 80.0 GiB")) << r.out;
+  // (The figure itself is the memory model's, tested in tests/workloads; here only the sentence.)
+  EXPECT_TRUE(has(r.out, "[1] oom: out of memory: rank 0 (pipeline stage 0) needs ")) << r.out;
+  EXPECT_TRUE(has(r.out, " GiB but its GPU has 80.0 GiB (does not fit in memory)")) << r.out;
 }
 
 TEST(PlannerCli, ReportsHaveOneGpusColumnSharesAndAShortHardwareLine) {
