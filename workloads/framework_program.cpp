@@ -190,7 +190,9 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
   if (fused_qkv) {
     bl.linear("qkv", T, q + 2 * kvd, h, qkv_bias, true);
   } else {
-    bl.grad_sum(Th, 3);
+    // Pre-norm: the norm's output feeds q, k and v. Post-norm (BERT): the block's input is the
+    // previous norm's output, which feeds q, k, v and the attention's residual add.
+    bl.grad_sum(Th, m.encoder ? 4 : 3);
     bl.linear("q", T, q, h, qkv_bias, true);
     bl.linear("k", T, kvd, h, qkv_bias, true);
     bl.linear("v", T, kvd, h, qkv_bias, true);
@@ -224,8 +226,11 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
     // Hugging Face skips its causal mask and calls SDPA with is_causal (flash or cuDNN, half the
     // scores) except while tracing: under torch.compile the decoder's causal mask is materialised
     // and passed, so SDPA runs the memory-efficient kernel over the full score matrix
-    // (transformers masking_utils._ignore_causal_mask_sdpa).
-    const bool masked = bl.compile && !m.encoder;
+    // (transformers masking_utils._ignore_causal_mask_sdpa). An encoder's all-ones padding mask is
+    // dropped the same way in eager only (_ignore_bidirectional_mask_sdpa,
+    // _prepare_4d_attention_mask_for_sdpa: "not is_tracing and all ones"): compiled, it is
+    // expanded and passed too.
+    const bool masked = bl.compile;
     const double causal = m.encoder || masked ? 1.0 : 0.5;
     Kernel a;
     a.name = "attention";
@@ -321,8 +326,27 @@ LayerProgram framework_embedding(const TransformerSpec& m, const ProgramShape& s
   const I T = sh.micro_batch * sh.seq, h = m.hidden;
   const double Th = d(T) * d(h);
   const double tables = m.positions == Positions::learned ? 2.0 : 1.0;  // token (+ position) lookups
+  // BERT adds a token-type lookup (BertEmbeddings: word + token type + position, then its layer
+  // norm and dropout); its position ids and token-type ids are buffers, sliced without a kernel.
+  const double types = m.encoder ? 1.0 : 0.0;
+  const I B = sh.micro_batch, S = sh.seq;
   if (bl.compile) {
-    bl.f(ew("embedding", Th, 8.0 + 4.0 * (tables - 1.0) + (sh.dropout > 0 ? 5.0 : 0.0)));
+    bl.f(ew("embedding", Th, 8.0 + 4.0 * (tables + types - 1.0) + (sh.dropout > 0 ? 5.0 : 0.0)));
+    if (m.encoder) {
+      // The layer norm fused into the lookups' kernel; its backward is two kernels. The padding
+      // mask expanded to [batch, 1, seq, seq] in bf16 for SDPA (see framework_block).
+      bl.b({ew("norm_grad_input", Th, 12, MemoryKind::norm_bwd), ew("norm_grad_weight", Th, 8, MemoryKind::norm_bwd)});
+      bl.f(ew("attention_mask", d(B) * d(S) * d(S), 2));
+    }
+  } else if (m.encoder) {
+    bl.f(ew("embedding", Th, 8));
+    bl.f(ew("token_type_embedding", Th, 8));
+    bl.f(ew("embedding_add", Th, 12));
+    bl.f(ew("position_embedding", d(sh.seq) * d(h), 8));
+    bl.f(ew("embedding_add", Th, 12));
+    bl.norm(m.norm, Th, d(T), false);
+    if (sh.dropout > 0) bl.f(dropout_kernel(Th, 4));
+    bl.f(tiny("mask_all_ones"));  // the padding mask's check in eager (then dropped)
   } else {
     bl.f(ew("embedding", Th, 8));
     if (m.positions == Positions::learned) {
@@ -334,7 +358,6 @@ LayerProgram framework_embedding(const TransformerSpec& m, const ProgramShape& s
       // Rotary tables: inverse frequencies, their outer product with the positions, cos and sin.
       for (const char* n : {"arange", "cast", "rotary_freq", "cat", "cos", "scale", "sin", "scale"}) bl.f(tiny(n));
     }
-    if (m.encoder) bl.norm(m.norm, Th, d(T), false);
     if (sh.dropout > 0) bl.f(dropout_kernel(Th, 4));
   }
   // Backward: the gradient of every looked-up row scattered into the (zeroed) fp32 table:
@@ -347,6 +370,14 @@ LayerProgram framework_embedding(const TransformerSpec& m, const ProgramShape& s
   g.push_back(ew("embedding_grad_scatter", Th, 8));
   if (m.tied_embeddings) g.push_back(ew("tied_grad_add", d(m.vocab) * d(h), 12));
   if (m.positions == Positions::learned) g.push_back(ew("position_embedding_grad", Th, 8));
+  if (m.encoder) {
+    // The token-type table's gradient: the same embedding_dense_backward (zeroed table, sort of
+    // the ids, row sums) as the word table's.
+    g.push_back(tiny("zero_token_type_table"));
+    for (int i = 0; i < (bl.compile ? 0 : 8); ++i) g.push_back(tiny("sort_ids"));
+    g.push_back(ew("token_type_grad", Th, 8));
+    if (!bl.compile) g.push_back(ew("token_type_grad_scatter", Th, 8));
+  }
   bl.b(std::move(g));
   LayerProgram p = bl.finish("embedding");
   const LayerProgram shape = transformer_embedding(m, sh);
@@ -362,8 +393,9 @@ LayerProgram framework_head(const TransformerSpec& m, const ProgramShape& sh, Fr
   const I T = sh.micro_batch * sh.seq, h = m.hidden, V = m.vocab;
   const double Th = d(T) * d(h), TV = d(T) * d(V);
   if (m.encoder) {
-    // BERT's MLM head: dense + GELU + LayerNorm before the decoder.
-    bl.linear("mlm_transform", T, h, h, true, false);
+    // BERT's MLM head: dense + GELU + LayerNorm before the decoder; the dense layer reads the
+    // last block's fp32 layer-norm output (post-norm), which autocast casts.
+    bl.linear("mlm_transform", T, h, h, true, true);
     bl.f(ew("gelu", Th, 4, MemoryKind::activation));
     bl.b({ew("gelu_grad", Th, 6, MemoryKind::activation_bwd)});
   }
@@ -379,7 +411,10 @@ LayerProgram framework_head(const TransformerSpec& m, const ProgramShape& sh, Fr
     // Hugging Face's loss: logits.float(), labels shifted, log_softmax and nll_loss in fp32;
     // backward: a zeroed fp32 gradient, the scatter of -1/N, log_softmax backward, the cast back.
     bl.f(ew("cast_logits", TV, 6));
-    for (const char* n : {"shift_labels", "labels_copy", "labels_copy"}) bl.f(tiny(n));
+    // Causal LMs shift their labels (pad, slice, copy); the masked-LM loss takes them as they are.
+    if (!m.encoder) {
+      for (const char* n : {"shift_labels", "labels_copy", "labels_copy"}) bl.f(tiny(n));
+    }
     bl.f(ew("log_softmax", TV, 8, MemoryKind::softmax));
     bl.f(tiny("nll_loss"));
     bl.b({tiny("loss_grad"), ew("zero_logits_grad", TV, 4), tiny("nll_loss_grad"), ew("log_softmax_grad", TV, 12, MemoryKind::softmax_bwd),
@@ -438,6 +473,9 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
     }
     // torch.compile fuses batch norm's normalisation with the ReLU that follows it.
     const bool relu_next = i + 1 < m.layers.size() && m.layers[i + 1].kind == CnnLayer::Kind::relu;
+    const CnnLayer& prev = m.layers[i > 0 ? i - 1 : 0];
+    const bool fusable_before = i > 0 && (prev.kind == CnnLayer::Kind::batchnorm || prev.kind == CnnLayer::Kind::add ||
+                                          (prev.kind == CnnLayer::Kind::conv && prev.bias));
     switch (l.kind) {
       case CnnLayer::Kind::conv: {
         // cuDNN implicit GEMM, channels-last; the first convolution's input needs no gradient.
@@ -463,6 +501,20 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
         dw.k = k.m;
         g.push_back(dw);
         if (amp) g.push_back(ew("cast_weight_grad", d(l.params()), 6));
+        if (l.bias) {
+          // ATen's _convolution runs cuDNN without the bias and adds it over the whole output
+          // (output.add_(bias)); convolution_backward sums grad_output over batch and pixels for
+          // its gradient. Inductor peels the bias off as well ("cudnn is slower with it",
+          // torch/_inductor/kernel/conv.py) and fuses its add into the ReLU that follows.
+          if (!compile) {
+            if (amp) bl.f(tiny("cast_bias"));
+            bl.f(ew("bias_add", out_el, 2 * eb));
+          } else {
+            bl.f(ew(relu_next ? "bias_relu" : "bias_add", out_el, 2 * eb));
+          }
+          g.push_back(ew("bias_grad", out_el, eb, MemoryKind::norm_bwd));
+          if (amp && !compile) g.push_back(tiny("cast_bias_grad"));
+        }
         bl.b(std::move(g));
         first_weighted = false;
         break;
@@ -492,7 +544,13 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
         }
         break;
       case CnnLayer::Kind::relu:
-        if (compile) break;  // fused into the batch norm before it (and its backward into batch norm's)
+        // Inductor fuses a ReLU into the element-wise kernel before it (batch norm, the residual
+        // add, a peeled convolution bias) and its backward into that op's; after a product
+        // without one (cuBLAS's addmm, a bias-free convolution) it is a kernel of its own.
+        if (compile && fusable_before) {
+          if (prev.kind == CnnLayer::Kind::conv) bl.b({ew("relu_grad", in_el, 3 * eb)});  // then the bias gradient
+          break;
+        }
         bl.f(ew("relu", in_el, 2 * eb));
         bl.b({ew("relu_grad", in_el, 3 * eb)});
         break;

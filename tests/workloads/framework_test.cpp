@@ -158,6 +158,125 @@ TEST(FrameworkProgram, MultiTensorLaunchesMatchTheTraces) {
   EXPECT_EQ(multi_tensor_launches(llama, 4), 60);
 }
 
+// A two-layer BERT-style encoder (post-norm, learned positions, token types, biases, exact GELU,
+// the MLM head over an unaligned vocabulary, tied).
+TransformerSpec tiny_bert() {
+  TransformerSpec m = tiny_gpt2(30522);
+  m.name = "tiny-bert";
+  m.encoder = true;
+  return m;
+}
+
+TEST(FrameworkProgram, EagerBertBlockIsPostNormWithThreeProjections) {
+  // Forward, from transformers' modeling_bert.py: q, k and v, each with its weight, input (the
+  // previous layer norm's fp32 output) and bias casts, memset and GEMM (15); SDPA: Philox seed,
+  // memset, kernel (3); the output dense (bf16 input): weight and bias casts, memset, GEMM (4);
+  // dropout, residual add (2); layer norm (1); intermediate dense (5); exact GELU (1); output
+  // dense (4); dropout, residual add (2); layer norm (1): 38. No KV-cache concatenation (encoder).
+  const LayerProgram p = framework_block(tiny_bert(), shape(2, 128, 0.1), Framework::pytorch_eager);
+  EXPECT_EQ(count(p.forward), 38u);
+  EXPECT_EQ(find(p.forward, "cache_cat"), nullptr);
+  EXPECT_EQ(find(p.forward, "gelu_op"), nullptr);
+  // Backward: the block input feeds q, k, v and the attention's residual add (3 sums), the
+  // attention norm's output the MLP and its residual add (1); q, k, v: memset, dgrad, wgrad,
+  // memset, bias sum, bias cast, input cast, weight cast (24); SDPA: memset, dO.O, kernel, dQ
+  // conversion, three head-layout copies (7); output dense (7); dropout (2); layer norms (2 x 2);
+  // intermediate dense (8); GELU (1); output dense (7); dropout (2): 66.
+  EXPECT_EQ(count(p.backward), 66u);
+  // Eager drops the all-ones padding mask (cuDNN, no mask); compiled, it is expanded and passed.
+  EXPECT_FALSE(find(p.forward, "attention")->sdpa_masked);
+  const LayerProgram c = framework_block(tiny_bert(), shape(2, 128, 0.1), Framework::torch_compile);
+  EXPECT_TRUE(find(c.forward, "attention")->sdpa_masked);
+}
+
+TEST(FrameworkProgram, EagerBertEmbeddingAndMlmHead) {
+  // BertEmbeddings: word and token-type lookups, their add, the position lookup and add, layer
+  // norm, dropout, and the padding mask's all-ones check (8).
+  const ProgramShape sh = shape(2, 128, 0.1);
+  const LayerProgram e = framework_embedding(tiny_bert(), sh, Framework::pytorch_eager);
+  EXPECT_EQ(count(e.forward), 8u);
+  ASSERT_NE(find(e.forward, "token_type_embedding"), nullptr);
+  EXPECT_DOUBLE_EQ(find(e.forward, "token_type_embedding")->bytes, 8.0 * 2 * 128 * 64);
+  // Backward: dropout (1), layer norm (2), the word table (zero, 8 sort kernels, sums, scatter:
+  // 11), the tied decoder's gradient added (1), positions (1), the token-type table (11): 27.
+  EXPECT_EQ(count(e.backward), 27u);
+  // BertOnlyMLMHead: transform dense reading the fp32 layer-norm output (weight, input, bias
+  // casts, memset, GEMM: 5), GELU, layer norm, decoder with its bias (5); the loss: logits cast,
+  // log-softmax, NLL (3), no label shift: 15. 30522 is not a multiple of 8: align1 GEMMs in eager.
+  const LayerProgram h = framework_head(tiny_bert(), sh, Framework::pytorch_eager);
+  EXPECT_EQ(count(h.forward), 15u);
+  EXPECT_NE(find(h.forward, "cast_input"), nullptr);
+  EXPECT_EQ(find(h.forward, "shift_labels"), nullptr);
+  EXPECT_TRUE(find(h.forward, "lm_head")->unaligned);
+  EXPECT_TRUE(find(h.backward, "dgrad")->unaligned || find(h.backward, "wgrad")->unaligned);
+  const LayerProgram hc = framework_head(tiny_bert(), sh, Framework::torch_compile);
+  EXPECT_FALSE(find(hc.forward, "lm_head")->unaligned);
+}
+
+// A VGG-like CNN without batch norm: conv(3->8, 3x3, bias) ReLU maxpool conv(8->8, bias) ReLU,
+// flatten, fc(128->16) ReLU Dropout fc(16->10), on 8x8 images.
+CnnSpec tiny_vgg() {
+  CnnSpec m;
+  m.name = "tiny-vgg";
+  m.image = 8;
+  auto layer = [&](CnnLayer::Kind k, std::int64_t in_c, std::int64_t out_c, std::int64_t in_hw, std::int64_t out_hw) {
+    CnnLayer l;
+    l.kind = k;
+    l.name = "l" + std::to_string(m.layers.size());
+    l.in_channels = in_c;
+    l.out_channels = out_c;
+    l.kernel = k == CnnLayer::Kind::conv ? 3 : k == CnnLayer::Kind::pool ? 2 : 1;
+    l.stride = k == CnnLayer::Kind::pool ? 2 : 1;
+    l.padding = k == CnnLayer::Kind::conv ? 1 : 0;
+    l.in_h = l.in_w = in_hw;
+    l.out_h = l.out_w = out_hw;
+    l.bias = k == CnnLayer::Kind::conv || k == CnnLayer::Kind::fc;
+    m.layers.push_back(l);
+  };
+  using K = CnnLayer::Kind;
+  layer(K::conv, 3, 8, 8, 8);
+  layer(K::relu, 8, 8, 8, 8);
+  layer(K::pool, 8, 8, 8, 4);
+  layer(K::conv, 8, 8, 4, 4);
+  layer(K::relu, 8, 8, 4, 4);
+  layer(K::fc, 128, 16, 1, 1);
+  layer(K::relu, 16, 16, 1, 1);
+  layer(K::dropout, 16, 16, 1, 1);
+  layer(K::fc, 16, 10, 1, 1);
+  return m;
+}
+
+std::size_t total(const std::vector<LayerProgram>& ps, bool forward) {
+  std::size_t n = 0;
+  for (const LayerProgram& p : ps) n += count(forward ? p.forward : p.backward);
+  return n;
+}
+
+TEST(FrameworkProgram, CnnWithoutBatchNormAddsConvolutionBiasesAndKeepsItsReLUs) {
+  const ProgramShape sh = shape(2, 0, 0);
+  // Eager: conv 1: weight and image casts, cuDNN, the bias cast and add (ATen adds a convolution's
+  // bias after cuDNN), ReLU, max pool (7); conv 2: weight cast, cuDNN, bias cast and add, ReLU (5);
+  // fc 1: weight and bias casts, memset, GEMM, ReLU, dropout (6); fc 2 (4): 22.
+  const auto eager = framework_cnn(tiny_vgg(), sh, Framework::pytorch_eager);
+  EXPECT_EQ(total(eager, true), 22u);
+  // Backward: conv 1: wgrad (no input gradient), weight-gradient cast, bias sum and cast, ReLU,
+  // pool (6); conv 2: dgrad too (6); fc 1: memset, dgrad, wgrad, memset, bias sum and cast,
+  // weight-gradient cast, ReLU, dropout (9); fc 2 (7): 28.
+  EXPECT_EQ(total(eager, false), 28u);
+  const Kernel* bias = find(eager[0].forward, "bias_add");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_DOUBLE_EQ(bias->bytes, 2.0 * 8 * 8 * 8 * 2 * 2);  // the bf16 output read and written
+  EXPECT_DOUBLE_EQ(find(eager[0].backward, "bias_grad")->bytes, 2.0 * 8 * 8 * 8 * 2);
+  // torch.compile: the peeled bias add and the ReLU are one kernel after each convolution (no
+  // batch norm to fuse into); after a GEMM the ReLU stays a kernel of its own. Forward: 4 + pool,
+  // 3, 2 + ReLU + dropout, 2: 14. Backward: 3 + ReLU + pool, 4 + ReLU, 4 + ReLU + dropout, 4: 20.
+  const auto compiled = framework_cnn(tiny_vgg(), sh, Framework::torch_compile);
+  EXPECT_EQ(total(compiled, true), 14u);
+  EXPECT_EQ(total(compiled, false), 20u);
+  EXPECT_NE(find(compiled[0].forward, "bias_relu"), nullptr);
+  EXPECT_NE(find(compiled[2].forward, "relu"), nullptr);
+}
+
 hw::Topology one_gpu() {
   auto c = cluster(nvswitch_node(), 1, hw::FabricKind::single_switch);
   c.groups[0].gpus_per_node = 1;
