@@ -329,6 +329,93 @@ TEST(HostIssue, LargeBatchesHideTheHost) {
   EXPECT_LT(paid->step_time_s - free_host->step_time_s, 0.02 * free_host->step_time_s);
 }
 
+// The kernels of one step (without the optimizer), as the step engine builds them.
+std::vector<Kernel> step_program(const StepInputs& in) {
+  const Framework fw = in.training.framework;
+  ProgramShape sh = shape(in.training.micro_batch, in.training.seq_len, 0);
+  std::vector<LayerProgram> layers;
+  if (const auto* m = std::get_if<TransformerSpec>(&in.model)) {
+    sh.dropout = m->bias ? 0.1 : 0.0;  // the step's default (GPT/BERT-style models)
+    layers.push_back(framework_embedding(*m, sh, fw));
+    for (std::int64_t l = 0; l < m->layers; ++l) layers.push_back(framework_block(*m, sh, fw));
+    layers.push_back(framework_head(*m, sh, fw));
+  } else {
+    layers = framework_cnn(std::get<CnnSpec>(in.model), sh, fw);
+  }
+  std::vector<Kernel> out;
+  for (const LayerProgram& p : layers) {
+    for (const Pass* pass : {&p.forward, &p.backward}) {
+      for (const Segment& seg : pass->segments) out.insert(out.end(), seg.kernels.begin(), seg.kernels.end());
+    }
+  }
+  return out;
+}
+
+TEST(HostIssue, StepsRespectTheirClosedFormBounds) {
+  // For held-out shapes (BERT-large's encoder, a Qwen2-style decoder with q/k/v biases, VGG-16 and
+  // AlexNet without batch norm): a step is never shorter than its GPU roofline (each kernel's
+  // FLOPs at the peak or its bytes at the memory bandwidth, summed) nor than the host's issue of
+  // every kernel (kernels x host cost); doubling the batch never shortens it; torch.compile is
+  // never slower than eager.
+  TransformerSpec bert = tiny_bert();
+  bert.hidden = 1024;
+  bert.heads = 16;
+  bert.kv_heads = 16;
+  bert.head_dim = 64;
+  bert.ffn = 4096;
+  bert.layers = 4;
+  bert.max_seq = 512;
+  TransformerSpec qwen = tiny_llama();
+  qwen.hidden = 896;
+  qwen.heads = 14;
+  qwen.kv_heads = 2;
+  qwen.head_dim = 64;
+  qwen.ffn = 4864;
+  qwen.vocab = 151936;
+  qwen.layers = 4;
+  qwen.qkv_bias = true;
+  qwen.tied_embeddings = true;
+  const std::vector<std::pair<ModelSpec, std::int64_t>> cases = {{bert, 512}, {qwen, 512}, {make_vgg16(), 0}, {make_alexnet(), 0}};
+  const hw::Topology topo = one_gpu();
+  const hw::GpuSpec g = hw::testing::gpu();
+  double peak = 0;  // the highest dense peak of any type: a lower bound for every product
+  for (const auto& [type, rate] : g.peak) peak = std::max(peak, rate.flops_per_s());
+  for (const auto& [model, seq] : cases) {
+    const std::string name = model_name(model);
+    const bool cnn = std::holds_alternative<CnnSpec>(model);
+    double previous_eager = 0;
+    for (const std::int64_t b : {1, 2, 4, 8}) {
+      double eager = 0;
+      for (const Framework fw : {Framework::pytorch_eager, Framework::torch_compile}) {
+        StepInputs in;
+        in.model = model;
+        in.training.global_batch = b;
+        in.training.micro_batch = b;
+        in.training.seq_len = seq;
+        in.training.framework = fw;
+        if (cnn) in.training.optimizer = Optimizer::sgd_momentum;
+        auto r = simulate_step(topo, in);
+        ASSERT_TRUE(r) << name << ": " << r.error().message;
+        double roofline = 0;
+        const std::vector<Kernel> ks = step_program(in);
+        for (const Kernel& k : ks) {
+          roofline += std::max(k.flops / peak, k.bytes / g.memory_bandwidth.bytes_per_s());
+        }
+        const double host = static_cast<double>(ks.size()) * host_per_kernel(in.compute, fw).seconds();
+        EXPECT_GE(r->step_time_s, roofline) << name << " b" << b;
+        EXPECT_GE(r->step_time_s, host) << name << " b" << b;
+        if (fw == Framework::pytorch_eager) {
+          eager = r->step_time_s;
+          EXPECT_GE(eager, previous_eager) << name << " b" << b;
+          previous_eager = eager;
+        } else {
+          EXPECT_LE(r->step_time_s, eager) << name << " b" << b;
+        }
+      }
+    }
+  }
+}
+
 TEST(HostIssue, MegatronIgnoresEveryFrameworkConstant) {
   StepInputs in = tiny_inputs(Framework::megatron, 4);
   auto before = simulate_step(one_gpu(), in);
