@@ -154,6 +154,64 @@ bool amp_of(const ProgramShape& s) { return s.precision == hw::DType::bf16 || s.
 // BERT-style encoders the exact GELU (one kernel); gated MLPs SiLU.
 bool tanh_gelu(const TransformerSpec& m) { return !m.encoder && !m.gated_mlp && m.positions == Positions::learned; }
 
+// Parameter tensors in named_parameters() order, which is the order the optimizer's
+// multi_tensor_apply takes them in (module definition order in transformers): GPT-2's block
+// ln_1, c_attn, c_proj, ln_2, c_fc, c_proj (12 tensors); Llama and Qwen2 decoder layers q, k, v, o
+// (Qwen2: q, k and v with biases), gate, up, down, then both norms; BERT's layer query, key, value,
+// output dense, its layer norm, intermediate dense, output dense, its layer norm (16).
+std::vector<I> block_tensors(const TransformerSpec& m) {
+  const I h = m.hidden, f = m.ffn;
+  const I heads = m.heads, kv = m.kv_heads > 0 ? m.kv_heads : m.heads, hd = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+  const I q = heads * hd, kvd = kv * hd;
+  const bool qkv_bias = m.bias || m.qkv_bias;
+  std::vector<I> t;
+  auto linear = [&](I in, I out, bool bias) {
+    t.push_back(in * out);
+    if (bias) t.push_back(out);
+  };
+  auto norm = [&] {
+    t.push_back(h);
+    if (m.norm == Norm::layernorm) t.push_back(h);
+  };
+  auto mlp = [&] {
+    if (m.gated_mlp) linear(h, f, m.bias);
+    linear(h, f, m.bias);
+  };
+  if (tanh_gelu(m)) {
+    norm();
+    linear(h, q + 2 * kvd, qkv_bias);
+    linear(q, h, m.bias);
+    norm();
+    mlp();
+    linear(f, h, m.bias);
+  } else if (m.encoder) {
+    linear(h, q, qkv_bias);
+    linear(h, kvd, qkv_bias);
+    linear(h, kvd, qkv_bias);
+    linear(q, h, m.bias);
+    norm();
+    mlp();
+    linear(f, h, m.bias);
+    norm();
+  } else {
+    linear(h, q, qkv_bias);
+    linear(h, kvd, qkv_bias);
+    linear(h, kvd, qkv_bias);
+    linear(q, h, m.bias);
+    mlp();
+    linear(f, h, m.bias);
+    norm();
+    norm();
+  }
+  return t;
+}
+
+I sum(const std::vector<I>& t) {
+  I n = 0;
+  for (const I v : t) n += v;
+  return n;
+}
+
 }  // namespace
 
 Status validate_framework(Framework fw, const ProgramShape& s) {
@@ -313,9 +371,8 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
   // Activation checkpointing (Hugging Face gradient_checkpointing) reruns the block's forward
   // before its backward; selective recomputation has no Hugging Face counterpart.
   if (sh.recompute == Recompute::full) p.recompute = p.forward;
-  const LayerProgram shape = transformer_block(m, sh);  // the same parameters and tensors
-  p.params = shape.params;
-  p.tensors = shape.tensors;
+  p.tensors = block_tensors(m);
+  p.params = sum(p.tensors);
   return p;
 }
 
@@ -380,9 +437,12 @@ LayerProgram framework_embedding(const TransformerSpec& m, const ProgramShape& s
   }
   bl.b(std::move(g));
   LayerProgram p = bl.finish("embedding");
-  const LayerProgram shape = transformer_embedding(m, sh);
-  p.params = shape.params;
-  p.embedding_tied = shape.embedding_tied;
+  // Tensors: the word table, the position table (learned), BERT's token types and layer norm.
+  p.tensors = {m.vocab * h};
+  if (m.positions == Positions::learned) p.tensors.push_back(m.max_seq * h);
+  if (m.encoder) p.tensors.insert(p.tensors.end(), {2 * h, h, h});
+  p.params = sum(p.tensors);
+  p.embedding_tied = m.tied_embeddings;
   return p;
 }
 
@@ -421,9 +481,15 @@ LayerProgram framework_head(const TransformerSpec& m, const ProgramShape& sh, Fr
           ew("cast_logits_grad", TV, 6)});
   }
   LayerProgram p = bl.finish("head");
-  const LayerProgram shape = transformer_head(m, sh);
-  p.params = shape.params;
-  p.embedding_tied = shape.embedding_tied;
+  // Tensors: BertForMaskedLM's MLM head (transform dense, layer norm, decoder bias; it builds its
+  // BertModel without the pooler), or a decoder's final norm; an untied LM head's weight.
+  const I norm_tensors = m.norm == Norm::layernorm ? 2 : 1;
+  if (m.encoder) p.tensors = {h * h, h};
+  for (I i = 0; i < norm_tensors; ++i) p.tensors.push_back(h);
+  if (m.encoder) p.tensors.push_back(V);
+  if (!m.tied_embeddings) p.tensors.push_back(V * h);
+  p.params = sum(p.tensors);
+  p.embedding_tied = m.tied_embeddings;
   return p;
 }
 

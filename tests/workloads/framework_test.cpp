@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include "tests/hw/fixtures.hpp"
 #include "workloads/step.hpp"
 
@@ -275,6 +277,70 @@ TEST(FrameworkProgram, CnnWithoutBatchNormAddsConvolutionBiasesAndKeepsItsReLUs)
   EXPECT_EQ(total(compiled, false), 20u);
   EXPECT_NE(find(compiled[0].forward, "bias_relu"), nullptr);
   EXPECT_NE(find(compiled[2].forward, "relu"), nullptr);
+}
+
+// The parameter tensors of a framework model in named_parameters() order.
+std::vector<std::int64_t> program_tensors(const TransformerSpec& m) {
+  const ProgramShape sh = shape(1, 128, 0);
+  std::vector<std::int64_t> t = framework_embedding(m, sh, Framework::pytorch_eager).tensors;
+  const std::vector<std::int64_t> block = framework_block(m, sh, Framework::pytorch_eager).tensors;
+  for (std::int64_t l = 0; l < m.layers; ++l) t.insert(t.end(), block.begin(), block.end());
+  const std::vector<std::int64_t> head = framework_head(m, sh, Framework::pytorch_eager).tensors;
+  t.insert(t.end(), head.begin(), head.end());
+  return t;
+}
+
+TEST(FrameworkProgram, ProgramTensorsAreTheModulesParameters) {
+  // GPT2LMHeadModel (124M): the optimizer's 7 fused AdamW launches of the GPT-2 trace, over
+  // 124,439,808 parameters in 2 + 12 x 12 + 2 tensors.
+  TransformerSpec gpt2 = tiny_gpt2(50257);
+  gpt2.hidden = 768;
+  gpt2.heads = gpt2.kv_heads = 12;
+  gpt2.head_dim = 64;
+  gpt2.ffn = 3072;
+  gpt2.layers = 12;
+  gpt2.max_seq = 1024;
+  const auto g = program_tensors(gpt2);
+  EXPECT_EQ(g.size(), 148u);
+  EXPECT_EQ(std::accumulate(g.begin(), g.end(), std::int64_t{0}), 124'439'808);
+  EXPECT_EQ(multi_tensor_launches(g, 4), 7);
+  // LlamaForCausalLM (Llama-3.2-1B's shape, tied): the Llama trace's 60 launches.
+  TransformerSpec llama = tiny_llama();
+  llama.hidden = 2048;
+  llama.heads = 32;
+  llama.kv_heads = 8;
+  llama.head_dim = 64;
+  llama.ffn = 8192;
+  llama.vocab = 128256;
+  llama.layers = 16;
+  llama.tied_embeddings = true;
+  const auto l = program_tensors(llama);
+  EXPECT_EQ(std::accumulate(l.begin(), l.end(), std::int64_t{0}), 1'235'814'400);
+  EXPECT_EQ(multi_tensor_launches(l, 4), 60);
+  // Qwen2 (0.5B): q, k and v carry biases: 12 tensors per layer, 494,032,768 parameters.
+  TransformerSpec qwen = llama;
+  qwen.hidden = 896;
+  qwen.heads = 14;
+  qwen.kv_heads = 2;
+  qwen.ffn = 4864;
+  qwen.vocab = 151936;
+  qwen.layers = 24;
+  qwen.qkv_bias = true;
+  EXPECT_EQ(framework_block(qwen, shape(1, 128, 0), Framework::pytorch_eager).tensors.size(), 12u);
+  const auto q = program_tensors(qwen);
+  EXPECT_EQ(std::accumulate(q.begin(), q.end(), std::int64_t{0}), 494'032'768);
+  // BertForMaskedLM: 16 tensors per layer; BERT-large's 335,141,888 counts the pooler (1,049,600),
+  // which the masked-LM model does not build, and not the MLM head (1,082,170).
+  TransformerSpec bert = tiny_bert();
+  bert.hidden = 1024;
+  bert.heads = bert.kv_heads = 16;
+  bert.head_dim = 64;
+  bert.ffn = 4096;
+  bert.layers = 24;
+  bert.max_seq = 512;
+  EXPECT_EQ(framework_block(bert, shape(1, 128, 0), Framework::pytorch_eager).tensors.size(), 16u);
+  const auto b = program_tensors(bert);
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), std::int64_t{0}), 335'141'888 - 1'049'600 + 1'082'170);
 }
 
 hw::Topology one_gpu() {
