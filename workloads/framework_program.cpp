@@ -641,6 +641,21 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
         break;
     }
   }
+  // The loss (nn.CrossEntropyLoss over [batch, classes]), with the last layer: the ResNet-50
+  // trace's softmax_warp_forward (log-softmax in bf16), the autocast copy to fp32,
+  // nll_loss_forward; backward a fill, nll_loss_backward, the copy back and softmax_warp_backward.
+  // Inductor fuses each direction into one kernel.
+  const double logits = d(b) * d(m.classes);
+  if (compile) {
+    bl.f(ew("cross_entropy", logits, eb + 4, MemoryKind::softmax));
+    bl.b({ew("cross_entropy_grad", logits, 4 + eb, MemoryKind::softmax_bwd)});
+  } else {
+    bl.f(ew("log_softmax", logits, 2 * eb, MemoryKind::softmax));
+    bl.f(ew("cast_log_probs", logits, eb + 4));
+    bl.f(tiny("nll_loss"));
+    bl.b({ew("zero_grad", logits, 4), tiny("nll_loss_grad"), ew("cast_grad", logits, 4 + eb),
+          ew("log_softmax_grad", logits, 3 * eb, MemoryKind::softmax_bwd)});
+  }
   flush();
   return out;
 }

@@ -258,23 +258,26 @@ TEST(FrameworkProgram, CnnWithoutBatchNormAddsConvolutionBiasesAndKeepsItsReLUs)
   const ProgramShape sh = shape(2, 0, 0);
   // Eager: conv 1: weight and image casts, cuDNN, the bias cast and add (ATen adds a convolution's
   // bias after cuDNN), ReLU, max pool (7); conv 2: weight cast, cuDNN, bias cast and add, ReLU (5);
-  // fc 1: weight and bias casts, memset, GEMM, ReLU, dropout (6); fc 2 (4): 22.
+  // fc 1: weight and bias casts, memset, GEMM, ReLU, dropout (6); fc 2 (4); the loss: log-softmax,
+  // the cast to fp32, NLL (3): 25.
   const auto eager = framework_cnn(tiny_vgg(), sh, Framework::pytorch_eager);
-  EXPECT_EQ(total(eager, true), 22u);
+  EXPECT_EQ(total(eager, true), 25u);
   // Backward: conv 1: wgrad (no input gradient), weight-gradient cast, bias sum and cast, ReLU,
   // pool (6); conv 2: dgrad too (6); fc 1: memset, dgrad, wgrad, memset, bias sum and cast,
-  // weight-gradient cast, ReLU, dropout (9); fc 2 (7): 28.
-  EXPECT_EQ(total(eager, false), 28u);
+  // weight-gradient cast, ReLU, dropout (9); fc 2 (7); the loss: fill, NLL, cast, log-softmax (4):
+  // 32.
+  EXPECT_EQ(total(eager, false), 32u);
   const Kernel* bias = find(eager[0].forward, "bias_add");
   ASSERT_NE(bias, nullptr);
   EXPECT_DOUBLE_EQ(bias->bytes, 2.0 * 8 * 8 * 8 * 2 * 2);  // the bf16 output read and written
   EXPECT_DOUBLE_EQ(find(eager[0].backward, "bias_grad")->bytes, 2.0 * 8 * 8 * 8 * 2);
   // torch.compile: the peeled bias add and the ReLU are one kernel after each convolution (no
   // batch norm to fuse into); after a GEMM the ReLU stays a kernel of its own. Forward: 4 + pool,
-  // 3, 2 + ReLU + dropout, 2: 14. Backward: 3 + ReLU + pool, 4 + ReLU, 4 + ReLU + dropout, 4: 20.
+  // 3, 2 + ReLU + dropout, 2, the fused loss: 15. Backward: 3 + ReLU + pool, 4 + ReLU, 4 + ReLU +
+  // dropout, 4, the fused loss: 21.
   const auto compiled = framework_cnn(tiny_vgg(), sh, Framework::torch_compile);
-  EXPECT_EQ(total(compiled, true), 14u);
-  EXPECT_EQ(total(compiled, false), 20u);
+  EXPECT_EQ(total(compiled, true), 15u);
+  EXPECT_EQ(total(compiled, false), 21u);
   EXPECT_NE(find(compiled[0].forward, "bias_relu"), nullptr);
   EXPECT_NE(find(compiled[2].forward, "relu"), nullptr);
 }
