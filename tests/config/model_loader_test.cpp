@@ -54,7 +54,7 @@ TEST(ModelLoaderPresets, TheLibraryHasEveryNamedModel) {
                                           "gpt3-125m",  "gpt3-350m",  "gpt3-760m", "gpt3-1.3b",  "gpt3-2.7b",
                                           "gpt3-6.7b",  "gpt3-13b",   "gpt3-175b", "megatron-530b", "megatron-1t",
                                           "llama2-7b",  "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
-                                          "llama3-405b", "mixtral-8x7b", "gpt2-124m",  "llama3.2-1b"};
+                                          "llama3-405b", "mixtral-8x7b", "gpt2-124m",  "llama3.2-1b", "qwen2.5-0.5b"};
   const auto names = preset_names("models");
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), expected);
 }
@@ -66,10 +66,10 @@ TEST(ModelLoaderPresets, EveryPresetLoadsAndMatchesItsPublishedCount) {
   // 1.2-1.8% away from what the tabulated shapes sum to (see presets/models/gpt3-*.yaml).
   const std::set<std::string> exact = {"alexnet",   "vgg16",      "resnet50",   "gpt2-1.5b", "llama2-7b",
                                        "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "mixtral-8x7b",
-                                       "gpt2-124m", "llama3.2-1b"};
+                                       "gpt2-124m", "llama3.2-1b", "qwen2.5-0.5b"};
   const std::map<std::string, double> wider = {{"gpt3-350m", 0.02}, {"gpt3-1.3b", 0.02}, {"gpt3-2.7b", 0.02}};
   const auto names = preset_names("models");
-  ASSERT_EQ(names.size(), 24u);
+  ASSERT_EQ(names.size(), 25u);
   for (const std::string& name : names) {
     LoadContext ctx;
     auto m = load_preset(name, ctx);
