@@ -369,7 +369,9 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   // Parameters on this rank: attention and MLP matrices split over tp (norms replicated; the
   // small replicated biases of row-parallel layers are counted once per rank too).
   const I norms = (m.norm == Norm::layernorm ? 2 : 1) * x.h * 2;
-  const I attn_params = x.h * (x.qdim + 2 * x.kvdim) + x.qdim * x.h + (m.bias ? x.qdim + 2 * x.kvdim + x.h : 0);
+  // Biases: every linear layer's (GPT, BERT), or only Q, K and V's (Qwen2's qkv_bias).
+  const bool qkv_bias = m.bias || m.qkv_bias;
+  const I attn_params = x.h * (x.qdim + 2 * x.kvdim) + x.qdim * x.h + (qkv_bias ? x.qdim + 2 * x.kvdim : 0) + (m.bias ? x.h : 0);
   const I mlp_params = m.experts > 0 ? x.h * m.experts : (gate + 1) * x.h * x.f + (m.bias ? gate * x.f + x.h : 0);
   p.params = (attn_params + mlp_params) / x.t + norms;
   // The same parameters as tensors, in forward order: norm, QKV (weight, bias), output projection
@@ -377,7 +379,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   // the MoE router. Integer division leftovers go to the last tensor, so that they sum to params.
   const I norm = norms / 2;
   std::vector<I> t{norm, x.h * (x.qdim + 2 * x.kvdim) / x.t};
-  if (m.bias) t.push_back((x.qdim + 2 * x.kvdim) / x.t);
+  if (qkv_bias) t.push_back((x.qdim + 2 * x.kvdim) / x.t);
   t.push_back(x.qdim * x.h / x.t);
   if (m.bias) t.push_back(x.h / x.t);
   t.push_back(norm);

@@ -53,6 +53,36 @@ TEST(LayerProgram, BlockGemmFlopsAreTwiceTheWeightsPerToken) {
   EXPECT_NEAR(p.backward.flops(), 2 * p.forward.flops(), 1e-9 * p.backward.flops());
 }
 
+TEST(LayerProgram, QkvOnlyBiasesAreCountedOnce) {
+  // Qwen2.5-0.5B (Hugging Face config.json): hidden 896, 14 heads of 64, 2 KV heads, FFN 4864,
+  // SwiGLU, RMSNorm, biases on q, k and v only. By hand, per layer: q, k, v weights
+  // 896 x (896 + 2 x 128) = 1,032,192 and their biases 1,152; o 896 x 896 = 802,816; gate, up and
+  // down 3 x 896 x 4864 = 13,074,432; two RMSNorm weights 1,792: 14,912,384.
+  TransformerSpec m;
+  m.name = "qwen2-shape";
+  m.hidden = 896;
+  m.layers = 24;
+  m.heads = 14;
+  m.kv_heads = 2;
+  m.head_dim = 64;
+  m.ffn = 4864;
+  m.vocab = 151936;
+  m.max_seq = 32768;
+  m.gated_mlp = true;
+  m.bias = false;
+  m.qkv_bias = true;
+  m.norm = Norm::rmsnorm;
+  m.positions = Positions::rotary;
+  ProgramShape sh;
+  sh.micro_batch = 1;
+  sh.seq = 1024;
+  const LayerProgram p = transformer_block(m, sh);
+  EXPECT_EQ(p.params, 14'912'384);
+  std::int64_t sum = 0;
+  for (auto t : p.tensors) sum += t;
+  EXPECT_EQ(sum, p.params);
+}
+
 TEST(LayerProgram, MegatronTensorParallelismHasTwoAllReducesEachWay) {
   TransformerSpec m = gpt3_175b();
   ProgramShape sh;
