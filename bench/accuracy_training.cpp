@@ -30,6 +30,53 @@ const std::vector<std::string> kStepConstants = {
     "compute.gemm.efficiency.bf16", "compute.gemm.efficiency.fp16", "compute.gemm.k_half", "compute.kernel_overhead",
     "compute.memory.efficiency",    "links.nvlink3.efficiency",     "links.nvlink4.efficiency"};
 
+// Megatron-LM's own FLOP count per iteration, which includes the recomputed forward pass
+// (Narayanan et al. 2021, section 5.1): 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)).
+double megatron_flops(double batch, double seq, double layers, double hidden, double vocab) {
+  return 96 * batch * seq * layers * hidden * hidden * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden));
+}
+
+// Narayanan et al. 2021, table 1: GPT 1.7B to 1T on Selene (DGX A100 80GB, 8 HDR NICs per node).
+Status megatron(const config::Registry& reg, Results& out) {
+  const std::string dataset = "nvidia-megatron-selene";
+  auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/training-throughput-published.csv");
+  if (!rows) return rows.error();
+  const std::string fit = fit_of(reg, dataset, kStepConstants);
+  std::string md = fmt::format("Dataset `{}`: **{}**.\n\n", dataset, fit);
+  md += "| model | GPUs | TP | PP | DP | batch | published TFLOP/s/GPU | dtsim | error | step s (published) | step s (dtsim) | compute | TP comm. | PP comm. | DP comm. | bubble |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  constexpr double kVocab = 51200;
+  for (const auto& r : *rows) {
+    if (field(r, "system") != dataset) continue;
+    const int gpus = std::stoi(field(r, "gpus"));
+    const double hidden = std::stod(field(r, "hidden")), layers = std::stod(field(r, "layers"));
+    const std::string yaml =
+        fmt::format("cluster: {{node: dgx-a100-80g, nodes: {}, fabric: {{kind: fat-tree, nic: hdr-200, nics_per_node: 8}}}}\n"
+                    "model: {{name: {}, kind: transformer, hidden: {}, layers: {}, heads: {}, ffn: {}, vocab: 51200, max_seq: 2048, "
+                    "gated_mlp: false, bias: true, tied_embeddings: true, positions: learned, norm: layernorm, encoder: false}}\n"
+                    "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: fp16, recompute: {}, optimizer: adam}}\n"
+                    "parallel: {{tp: {}, pp: {}, dp: {}, schedule: {}, zero: 0, sequence_parallel: false}}\n",
+                    gpus / 8, field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"), 4 * std::stoll(field(r, "hidden")),
+                    field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "recompute"), field(r, "tp"),
+                    field(r, "pp"), field(r, "dp"), field(r, "schedule"));
+    auto res = simulate("megatron.yaml", {}, yaml);
+    if (!res) return res.error();
+    const double flops = megatron_flops(std::stod(field(r, "global_batch")), std::stod(field(r, "seq_len")), layers, hidden, kVocab);
+    const double pub = std::stod(field(r, "tflops_per_gpu"));
+    const double pub_step = flops / (gpus * pub * 1e12);
+    const double sim = flops / (gpus * res->step_time_s * 1e12);
+    const auto& b = res->breakdown_s;
+    auto t = [&](workloads::TimeKind k) { return b[static_cast<std::size_t>(k)]; };
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                      field(r, "model"), thousands(gpus), field(r, "tp"), field(r, "pp"), field(r, "dp"), field(r, "global_batch"), pub, sim,
+                      pct(sim / pub - 1), pub_step, res->step_time_s, t(workloads::TimeKind::compute), t(workloads::TimeKind::tp),
+                      t(workloads::TimeKind::pp), t(workloads::TimeKind::dp), t(workloads::TimeKind::bubble));
+    out.figures.push_back(Figure{dataset, fmt::format("{} on {} GPUs", field(r, "model"), thousands(gpus)), pub, sim, fit});
+  }
+  out.sections.push_back(Section{"megatron", md});
+  return {};
+}
+
 }  // namespace
 
 Status training(const config::Registry& reg, Results& out) {
@@ -42,6 +89,7 @@ Status training(const config::Registry& reg, Results& out) {
     md += "| GPUs | TP | CP | PP | DP | seq | published TFLOP/s/GPU | dtsim | error | fits in 80 GiB (dtsim) |\n"
           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& r : *rows) {
+      if (field(r, "system") != dataset) continue;
       const int gpus = std::stoi(field(r, "gpus"));
       const std::vector<std::string> sets = {"cluster.nodes=" + std::to_string(gpus / 8), "parallel.tp=" + field(r, "tp"),
                                              "parallel.cp=" + field(r, "cp"),           "parallel.pp=" + field(r, "pp"),
@@ -57,6 +105,7 @@ Status training(const config::Registry& reg, Results& out) {
     }
     out.sections.push_back(Section{"llama3", md});
   }
+  if (auto st = megatron(reg, out); !st) return st;
   {
     const std::string dataset = "nvidia-resnet50-pytorch";
     auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/cnn-throughput-published.csv");
