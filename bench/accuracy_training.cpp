@@ -36,44 +36,56 @@ double megatron_flops(double batch, double seq, double layers, double hidden, do
   return 96 * batch * seq * layers * hidden * hidden * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden));
 }
 
-// Narayanan et al. 2021, table 1: GPT 1.7B to 1T on Selene (DGX A100 80GB, 8 HDR NICs per node).
-Status megatron(const config::Registry& reg, Results& out) {
-  const std::string dataset = "nvidia-megatron-selene";
+// The rows of one dataset that give the model's shape (Megatron-LM, MosaicML): the published
+// figure is Megatron's TFLOP/s (recomputation counted) or tokens/s; both are compared as step times.
+Status shaped_rows(const config::Registry& reg, const std::string& dataset, const std::string& section, Results& out) {
   auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/training-throughput-published.csv");
   if (!rows) return rows.error();
   const std::string fit = fit_of(reg, dataset, kStepConstants);
+  const bool tokens = section == "mosaicml";
   std::string md = fmt::format("Dataset `{}`: **{}**.\n\n", dataset, fit);
-  md += "| model | GPUs | TP | PP | DP | batch | published TFLOP/s/GPU | dtsim | error | step s (published) | step s (dtsim) | compute | TP comm. | PP comm. | DP comm. | bubble |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  constexpr double kVocab = 51200;
+  md += fmt::format("| model | node | GPUs | TP | PP | DP | ZeRO | batch | micro | published {} | dtsim | error | step s (published) | step s (dtsim) | compute | TP comm. | PP comm. | DP comm. | bubble |\n"
+                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                    tokens ? "tokens/s/GPU" : "TFLOP/s/GPU");
   for (const auto& r : *rows) {
     if (field(r, "system") != dataset) continue;
     const int gpus = std::stoi(field(r, "gpus"));
     const double hidden = std::stod(field(r, "hidden")), layers = std::stod(field(r, "layers"));
-    const std::string yaml =
-        fmt::format("cluster: {{node: dgx-a100-80g, nodes: {}, fabric: {{kind: fat-tree, nic: hdr-200, nics_per_node: 8}}}}\n"
-                    "model: {{name: {}, kind: transformer, hidden: {}, layers: {}, heads: {}, ffn: {}, vocab: 51200, max_seq: 2048, "
-                    "gated_mlp: false, bias: true, tied_embeddings: true, positions: learned, norm: layernorm, encoder: false}}\n"
-                    "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: fp16, recompute: {}, optimizer: adam}}\n"
-                    "parallel: {{tp: {}, pp: {}, dp: {}, schedule: {}, zero: 0, sequence_parallel: false}}\n",
-                    gpus / 8, field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"), 4 * std::stoll(field(r, "hidden")),
-                    field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "recompute"), field(r, "tp"),
-                    field(r, "pp"), field(r, "dp"), field(r, "schedule"));
-    auto res = simulate("megatron.yaml", {}, yaml);
+    const double batch = std::stod(field(r, "global_batch")), seq = std::stod(field(r, "seq_len"));
+    const bool megatron_shape = field(r, "flops_convention") == "megatron-96";
+    const std::string yaml = fmt::format(
+        "cluster: {{node: {}, nodes: {}, fabric: {{kind: fat-tree, nic: {}, nics_per_node: 8}}}}\n"
+        "model: {{name: {}, kind: transformer, hidden: {}, layers: {}, heads: {}, ffn: {}, vocab: {}, max_seq: {}, "
+        "gated_mlp: false, bias: {}, tied_embeddings: true, positions: {}, norm: layernorm, encoder: false}}\n"
+        "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, recompute: {}, optimizer: adam}}\n"
+        "parallel: {{tp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, sequence_parallel: false}}\n",
+        field(r, "node"), gpus / 8, field(r, "nic"), field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"),
+        4 * std::stoll(field(r, "hidden")), megatron_shape ? 51200 : 50368, field(r, "seq_len"), megatron_shape ? "true" : "false",
+        megatron_shape ? "learned" : "rotary", field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "precision"),
+        field(r, "grad_dtype"), field(r, "recompute"), field(r, "tp"), field(r, "pp"), field(r, "dp"), field(r, "schedule"), field(r, "zero"));
+    auto res = simulate(field(r, "model") + ".yaml", {}, yaml);
     if (!res) return res.error();
-    const double flops = megatron_flops(std::stod(field(r, "global_batch")), std::stod(field(r, "seq_len")), layers, hidden, kVocab);
-    const double pub = std::stod(field(r, "tflops_per_gpu"));
-    const double pub_step = flops / (gpus * pub * 1e12);
-    const double sim = flops / (gpus * res->step_time_s * 1e12);
+    double pub = 0, sim = 0, pub_step = 0;
+    if (tokens) {
+      pub = std::stod(field(r, "tokens_per_s")) / gpus;
+      pub_step = batch * seq / (pub * gpus);
+      sim = batch * seq / res->step_time_s / gpus;
+    } else {
+      const double flops = megatron_flops(batch, seq, layers, hidden, 51200);
+      pub = std::stod(field(r, "tflops_per_gpu"));
+      pub_step = flops / (gpus * pub * 1e12);
+      sim = flops / (gpus * res->step_time_s * 1e12);
+    }
     const auto& b = res->breakdown_s;
     auto t = [&](workloads::TimeKind k) { return b[static_cast<std::size_t>(k)]; };
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
-                      field(r, "model"), thousands(gpus), field(r, "tp"), field(r, "pp"), field(r, "dp"), field(r, "global_batch"), pub, sim,
-                      pct(sim / pub - 1), pub_step, res->step_time_s, t(workloads::TimeKind::compute), t(workloads::TimeKind::tp),
-                      t(workloads::TimeKind::pp), t(workloads::TimeKind::dp), t(workloads::TimeKind::bubble));
-    out.figures.push_back(Figure{dataset, fmt::format("{} on {} GPUs", field(r, "model"), thousands(gpus)), pub, sim, fit});
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                      field(r, "model"), field(r, "node"), thousands(gpus), field(r, "tp"), field(r, "pp"), field(r, "dp"), field(r, "zero"),
+                      field(r, "global_batch"), field(r, "micro_batch"), pub, sim, pct(sim / pub - 1), pub_step, res->step_time_s,
+                      t(workloads::TimeKind::compute), t(workloads::TimeKind::tp), t(workloads::TimeKind::pp), t(workloads::TimeKind::dp),
+                      t(workloads::TimeKind::bubble));
+    out.figures.push_back(Figure{dataset, fmt::format("{} on {} GPUs ({})", field(r, "model"), thousands(gpus), field(r, "node")), pub, sim, fit});
   }
-  out.sections.push_back(Section{"megatron", md});
+  out.sections.push_back(Section{section, md});
   return {};
 }
 
@@ -105,7 +117,8 @@ Status training(const config::Registry& reg, Results& out) {
     }
     out.sections.push_back(Section{"llama3", md});
   }
-  if (auto st = megatron(reg, out); !st) return st;
+  if (auto st = shaped_rows(reg, "nvidia-megatron-selene", "megatron", out); !st) return st;
+  if (auto st = shaped_rows(reg, "mosaicml-llm-foundry", "mosaicml", out); !st) return st;
   {
     const std::string dataset = "nvidia-resnet50-pytorch";
     auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/cnn-throughput-published.csv");
