@@ -58,11 +58,11 @@ Status shaped_rows(const config::Registry& reg, const std::string& dataset, cons
         "model: {{name: {}, kind: transformer, hidden: {}, layers: {}, heads: {}, ffn: {}, vocab: {}, max_seq: {}, "
         "gated_mlp: false, bias: {}, tied_embeddings: true, positions: {}, norm: layernorm, encoder: false}}\n"
         "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, recompute: {}, optimizer: adam}}\n"
-        "parallel: {{tp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, sequence_parallel: false}}\n",
+        "parallel: {{tp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, dp_impl: {}, sequence_parallel: false}}\n",
         field(r, "node"), gpus / 8, field(r, "nic"), field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"),
         4 * std::stoll(field(r, "hidden")), megatron_shape ? 51200 : 50368, field(r, "seq_len"), megatron_shape ? "true" : "false",
         megatron_shape ? "learned" : "rotary", field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "precision"),
-        field(r, "grad_dtype"), field(r, "recompute"), field(r, "tp"), field(r, "pp"), field(r, "dp"), field(r, "schedule"), field(r, "zero"));
+        field(r, "grad_dtype"), field(r, "recompute"), field(r, "tp"), field(r, "pp"), field(r, "dp"), field(r, "schedule"), field(r, "zero"), field(r, "dp_impl"));
     auto res = simulate(field(r, "model") + ".yaml", {}, yaml);
     if (!res) return res.error();
     double pub = 0, sim = 0, pub_step = 0;
