@@ -30,6 +30,71 @@ const std::vector<std::string> kStepConstants = {
     "compute.gemm.efficiency.bf16", "compute.gemm.efficiency.fp16", "compute.gemm.k_half", "compute.kernel_overhead",
     "compute.memory.efficiency",    "links.nvlink3.efficiency",     "links.nvlink4.efficiency"};
 
+// Megatron-LM's own FLOP count per iteration, which includes the recomputed forward pass
+// (Narayanan et al. 2021, section 5.1): 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)).
+double megatron_flops(double batch, double seq, double layers, double hidden, double vocab) {
+  return 96 * batch * seq * layers * hidden * hidden * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden));
+}
+
+// The rows of one dataset that give the model's shape (Megatron-LM, MosaicML): the published
+// figure is Megatron's TFLOP/s (recomputation counted) or tokens/s; both are compared as step times.
+Status shaped_rows(const config::Registry& reg, const std::string& dataset, const std::string& section, Results& out) {
+  auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/training-throughput-published.csv");
+  if (!rows) return rows.error();
+  const std::string fit = fit_of(reg, dataset, kStepConstants);
+  const bool tokens = section != "megatron";
+  std::string md = fmt::format("Dataset `{}`: **{}**.\n\n", dataset, fit);
+  md += fmt::format("| model | node | GPUs | TP | CP | PP | DP | ZeRO | batch | micro | published {} | dtsim | error | step s (published) | step s (dtsim) | compute | TP comm. | PP comm. | DP comm. | bubble |\n"
+                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                    tokens ? "tokens/s/GPU" : "TFLOP/s/GPU");
+  for (const auto& r : *rows) {
+    if (field(r, "system") != dataset) continue;
+    const int gpus = std::stoi(field(r, "gpus"));
+    const double batch = std::stod(field(r, "global_batch")), seq = std::stod(field(r, "seq_len"));
+    const bool megatron_shape = field(r, "flops_convention") == "megatron-96";
+    // A preset where the row gives no shape; else Megatron's GPT (learned positions, biases,
+    // vocabulary 51,200) or MPT (no biases, ALiBi: no position parameters, vocabulary 50,368).
+    const std::string model =
+        field(r, "hidden").empty()
+            ? field(r, "model")
+            : fmt::format("{{name: {}, kind: transformer, hidden: {}, layers: {}, heads: {}, ffn: {}, vocab: {}, max_seq: {}, gated_mlp: false, "
+                          "bias: {}, tied_embeddings: true, positions: {}, norm: layernorm, encoder: false}}",
+                          field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"), 4 * std::stoll(field(r, "hidden")),
+                          megatron_shape ? 51200 : 50368, field(r, "seq_len"), megatron_shape ? "true" : "false", megatron_shape ? "learned" : "rotary");
+    const std::string yaml = fmt::format(
+        "cluster: {{node: {}, nodes: {}, fabric: {{kind: fat-tree, nic: {}, nics_per_node: 8}}}}\n"
+        "model: {}\n"
+        "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, recompute: {}, optimizer: adam}}\n"
+        "parallel: {{tp: {}, cp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, dp_impl: {}, sequence_parallel: {}{}}}\n",
+        field(r, "node"), gpus / 8, field(r, "nic"), model, field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "precision"),
+        field(r, "grad_dtype"), field(r, "recompute"), field(r, "tp"), field(r, "cp"), field(r, "pp"), field(r, "dp"), field(r, "schedule"), field(r, "zero"), field(r, "dp_impl"),
+        field(r, "sequence_parallel"), field(r, "virtual_stages").empty() ? std::string() : ", virtual_stages: " + field(r, "virtual_stages"));
+    auto res = simulate(field(r, "model") + ".yaml", {}, yaml);
+    if (!res) return res.error();
+    double pub = 0, sim = 0, pub_step = 0;
+    if (tokens) {
+      pub = std::stod(field(r, "tokens_per_s")) / gpus;
+      pub_step = batch * seq / (pub * gpus);
+      sim = batch * seq / res->step_time_s / gpus;
+    } else {
+      const double flops = megatron_flops(batch, seq, std::stod(field(r, "layers")), std::stod(field(r, "hidden")), 51200);
+      pub = std::stod(field(r, "tflops_per_gpu"));
+      pub_step = flops / (gpus * pub * 1e12);
+      sim = flops / (gpus * res->step_time_s * 1e12);
+    }
+    const auto& b = res->breakdown_s;
+    auto t = [&](workloads::TimeKind k) { return b[static_cast<std::size_t>(k)]; };
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                      field(r, "model"), field(r, "node"), thousands(gpus), field(r, "tp"), field(r, "cp"), field(r, "pp"), field(r, "dp"), field(r, "zero"),
+                      field(r, "global_batch"), field(r, "micro_batch"), pub, sim, pct(sim / pub - 1), pub_step, res->step_time_s,
+                      t(workloads::TimeKind::compute), t(workloads::TimeKind::tp), t(workloads::TimeKind::pp), t(workloads::TimeKind::dp),
+                      t(workloads::TimeKind::bubble));
+    out.figures.push_back(Figure{dataset, fmt::format("{} on {} GPUs ({})", field(r, "model"), thousands(gpus), field(r, "node")), pub, sim, fit});
+  }
+  out.sections.push_back(Section{section, md});
+  return {};
+}
+
 }  // namespace
 
 Status training(const config::Registry& reg, Results& out) {
@@ -42,6 +107,7 @@ Status training(const config::Registry& reg, Results& out) {
     md += "| GPUs | TP | CP | PP | DP | seq | published TFLOP/s/GPU | dtsim | error | fits in 80 GiB (dtsim) |\n"
           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& r : *rows) {
+      if (field(r, "system") != dataset) continue;
       const int gpus = std::stoi(field(r, "gpus"));
       const std::vector<std::string> sets = {"cluster.nodes=" + std::to_string(gpus / 8), "parallel.tp=" + field(r, "tp"),
                                              "parallel.cp=" + field(r, "cp"),           "parallel.pp=" + field(r, "pp"),
@@ -57,6 +123,9 @@ Status training(const config::Registry& reg, Results& out) {
     }
     out.sections.push_back(Section{"llama3", md});
   }
+  if (auto st = shaped_rows(reg, "nvidia-megatron-selene", "megatron", out); !st) return st;
+  if (auto st = shaped_rows(reg, "mosaicml-llm-foundry", "mosaicml", out); !st) return st;
+  if (auto st = shaped_rows(reg, "nvidia-nemo-h100", "nemo", out); !st) return st;
   {
     const std::string dataset = "nvidia-resnet50-pytorch";
     auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/cnn-throughput-published.csv");

@@ -66,6 +66,7 @@ struct LayerSlot {
   double params = 0;
   double expert_params = 0;
   std::vector<std::int64_t> tensors;  // dense parameter tensors in forward order (empty: one tensor)
+  bool repeat = false;                // ZeRO-3: an earlier micro-batch's reduction of the same tensors
 };
 
 struct StageProgram {
@@ -450,6 +451,7 @@ Status Engine::build_transformer(const TransformerSpec& m) {
     for (std::size_t i = 0; i < ops->size(); ++i) {
       if ((*ops)[i].kind == PipeOp::Kind::backward) last_b[static_cast<std::size_t>((*ops)[i].chunk)] = i;
     }
+    const bool reduce_each_backward = par.zero >= 3 && lay_.grad_dp() > 1;
     for (std::size_t i = 0; i < ops->size(); ++i) {
       const PipeOp& op = (*ops)[i];
       const int g = virtual_stage(p, s, op.chunk);
@@ -470,8 +472,13 @@ Status Engine::build_transformer(const TransformerSpec& m) {
         for (auto it = L.rbegin(); it != L.rend(); ++it) {
           append_layer({&(*it)->recompute, &(*it)->backward}, static_cast<double>((*it)->params), cm, sp);
           sp.recompute_flops += (*it)->recompute.flops();
-          if (i == last_b[static_cast<std::size_t>(op.chunk)]) {
-            sp.grad_slots.push_back(LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params), (*it)->tensors});
+          // ZeRO-3 / FSDP reduce-scatters a layer's gradients after every micro-batch's backward
+          // (docs/model.md, "ZeRO-3 gradient reduction per micro-batch"); otherwise only the
+          // last backward of the chunk makes them final.
+          const bool last = i == last_b[static_cast<std::size_t>(op.chunk)];
+          if (last || reduce_each_backward) {
+            sp.grad_slots.push_back(
+                LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params), (*it)->tensors, !last});
             sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
           }
         }
@@ -541,8 +548,8 @@ Status Engine::build_cnn(const CnnSpec& m) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       append_layer({&it->recompute, &it->backward}, static_cast<double>(it->params), cm, sp);
       sp.recompute_flops += it->recompute.flops();
-      if (mb == micro_ - 1) {
-        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0, it->tensors});
+      if (mb == micro_ - 1 || (in_.parallel.zero >= 3 && lay_.grad_dp() > 1)) {
+        sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0, it->tensors, mb != micro_ - 1});
         sp.instrs.push_back(Instr{Op::grads_ready, static_cast<int>(sp.grad_slots.size() - 1), 0, Time::zero(), false});
       }
     }
@@ -1412,6 +1419,7 @@ void Engine::optimizer_step(Executor& e) {
     // the host after the backward pass's kernels (no gradient zeroing: set_to_none).
     std::vector<std::int64_t> tensors;
     for (const LayerSlot& s : e.prog->grad_slots) {
+      if (s.repeat) continue;  // the same tensors, reduced for an earlier micro-batch
       if (s.tensors.empty()) tensors.push_back(static_cast<I>(s.params));
       tensors.insert(tensors.end(), s.tensors.begin(), s.tensors.end());
     }
