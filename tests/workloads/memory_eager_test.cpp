@@ -10,6 +10,7 @@
 
 #include "config/simulate_loader.hpp"
 #include "workloads/memory_estimate.hpp"
+#include "workloads/step.hpp"
 
 namespace dtsim::workloads {
 namespace {
@@ -223,6 +224,21 @@ TEST(EagerMemory, Llama3_405bFitsWithMetasLayout) {
   auto est1 = estimate_memory(z1.topo, z1.cfg.inputs);
   ASSERT_TRUE(est1.ok());
   EXPECT_FALSE(est1->fits);
+}
+
+// The memory estimate (what dtsim plan ranks layouts by) refuses the layouts the engine refuses
+// for a PyTorch framework, with the engine's field, instead of estimating them.
+TEST(EagerMemory, EstimateRefusesTensorParallelismAsTheEngineDoes) {
+  const Loaded l = load("gpt2-124m-eager-1xh100.yaml", {"cluster.gpus_per_node=2", "parallel.tp=2"});
+  auto est = estimate_memory(l.topo, l.cfg.inputs);
+  ASSERT_FALSE(est.ok());
+  EXPECT_EQ(est.error().field, "training.framework") << est.error().message;
+  auto sim = simulate_step(l.topo, l.cfg.inputs);
+  ASSERT_FALSE(sim.ok());
+  EXPECT_EQ(sim.error().field, est.error().field);
+  // Megatron's program takes the same layout.
+  const Loaded m = load("gpt2-124m-eager-1xh100.yaml", {"cluster.gpus_per_node=2", "parallel.tp=2", "training.framework=megatron"});
+  EXPECT_TRUE(estimate_memory(m.topo, m.cfg.inputs).ok());
 }
 
 TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
