@@ -10,6 +10,7 @@
 
 #include "config/simulate_loader.hpp"
 #include "workloads/memory_estimate.hpp"
+#include "workloads/notes.hpp"
 #include "workloads/step.hpp"
 
 namespace dtsim::workloads {
@@ -239,6 +240,41 @@ TEST(EagerMemory, EstimateRefusesTensorParallelismAsTheEngineDoes) {
   // Megatron's program takes the same layout.
   const Loaded m = load("gpt2-124m-eager-1xh100.yaml", {"cluster.gpus_per_node=2", "parallel.tp=2", "training.framework=megatron"});
   EXPECT_TRUE(estimate_memory(m.topo, m.cfg.inputs).ok());
+}
+
+bool has_note(const std::vector<std::string>& notes, std::string_view what) {
+  for (const std::string& n : notes) {
+    if (n.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// What the eager memory model does not read is named in the report's notes: memory.reserved (its
+// monitor view is the CUDA context and the allocator's own), activation checkpointing, pipelined
+// runs (none measured); and megatron does not read the eager allocator's constants.
+TEST(EagerMemory, NotesNameWhatTheEagerModelDoesNotRead) {
+  StepInputs in;
+  in.model = tiny(HfFamily::gpt2);
+  in.training.framework = Framework::pytorch_eager;
+  auto one = Layout::make(in.parallel, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(settings_without_effect(in, *one).empty());
+  in.memory.reserved = Bytes::GiB(4);
+  in.training.recompute = Recompute::full;
+  const auto eager = settings_without_effect(in, *one);
+  EXPECT_TRUE(has_note(eager, "memory.reserved has no effect"));
+  EXPECT_TRUE(has_note(eager, "training.recompute: full"));
+  in.parallel.pp = 2;
+  auto two = Layout::make(in.parallel, 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_TRUE(has_note(settings_without_effect(in, *two), "parallel.pp > 1"));
+  // Megatron: memory.reserved is its allowance; the eager constants are not read.
+  in = StepInputs{};
+  in.model = tiny(HfFamily::gpt2);
+  in.memory.cuda_context = Bytes::GiB(1);
+  const auto megatron = settings_without_effect(in, *one);
+  ASSERT_EQ(megatron.size(), 1u);
+  EXPECT_NE(megatron[0].find("memory.cuda_context"), std::string::npos);
 }
 
 TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
