@@ -159,6 +159,20 @@ TEST(PlannerCli, APlanSaysWhenATieIsASettingWithoutEffect) {
   EXPECT_TRUE(has(r.out, "the same configuration: selective recomputation has no effect with flash attention")) << r.out;
 }
 
+TEST(PlannerCli, APlanUnderAnEagerFrameworkRejectsTensorParallelLayoutsWithTheReason) {
+  // pytorch-eager runs one data-parallel replica per GPU: the engine refuses tp > 1, and the plan's
+  // estimate now does too (it used to rank such layouts, then report that the estimate and the
+  // simulation disagree on memory). tp 1 layouts are still planned.
+  const std::string spec = write("eager-tp.yaml",
+                                 "model: gpt2-124m\ntraining: {global_batch: 64, seq_len: 1024, tokens: 1.0e9, framework: pytorch-eager}\n"
+                                 "hardware:\n  - {name: H100, cluster: dgx-h100, gpus: [8], price_per_gpu_hour: 2.5}\n"
+                                 "search: {tp: [1, 2], pp: [1], micro_batch: [8], zero: [1], recompute: [none], schedule: [1f1b], simulate_top: 2}\n");
+  const Result r = run("plan " + spec);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "training.framework: framework pytorch-eager is modelled for data parallelism only")) << r.out;
+  EXPECT_TRUE(has(r.out, "recommended: H100 x 8 | tp 1")) << r.out;
+}
+
 TEST(PlannerCli, HfuIsNeverBelowMfu) {
   // Llama-3-8B at 8k tokens (causal attention, flash) was MFU 66.7%, HFU 60.5%.
   for (const std::string& args : {example("llama3-8b-long-context.yaml"), example("gpt2-single-gpu.yaml"),
