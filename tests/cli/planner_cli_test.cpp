@@ -171,6 +171,9 @@ TEST(PlannerCli, APlanUnderAnEagerFrameworkRejectsTensorParallelLayoutsWithTheRe
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "training.framework: framework pytorch-eager is modelled for data parallelism only")) << r.out;
   EXPECT_TRUE(has(r.out, "recommended: H100 x 8 | tp 1")) << r.out;
+  // Its memory assumption is the eager allocator's, not Megatron's activation formula.
+  EXPECT_TRUE(has(r.out, "Memory per GPU: as pytorch-eager allocates it")) << r.out;
+  EXPECT_FALSE(has(r.out, "Korthikanti")) << r.out;
 }
 
 TEST(PlannerCli, HfuIsNeverBelowMfu) {
