@@ -94,6 +94,14 @@ TEST(SimulateCli, EagerFitsIsDecidedByTheMonitorViewNotTheAllocatorPeak) {
   EXPECT_NE(r.out.find("does not fit in GPU memory"), std::string::npos) << r.out;
 }
 
+TEST(SimulateCli, ATracedStepRefusesAFramework) {
+  // A traced step replays the trace's kernels; training.framework used to be accepted and ignored.
+  const Result r = run("simulate " + std::string(DTSIM_SOURCE_DIR) + "/examples/traces/gpt2-124m-b8-s1024-1xh100.yaml" +
+                       " --set training.framework=pytorch-eager --set training.global_batch=8");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("training.framework: pytorch-eager has no meaning for a traced step"), std::string::npos) << r.out;
+}
+
 TEST(SimulateCli, FrameworksRefuseTensorParallelism) {
   const Result r = run("simulate " + example("gpt2-124m-eager-1xh100.yaml") +
                        " --set cluster.gpus_per_node=2 --set parallel.tp=2 --set parallel.dp=1");
