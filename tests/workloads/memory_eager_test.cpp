@@ -277,6 +277,24 @@ TEST(EagerMemory, NotesNameWhatTheEagerModelDoesNotRead) {
   EXPECT_NE(megatron[0].find("memory.cuda_context"), std::string::npos);
 }
 
+// fp8 has no torch.autocast form: the eager program used to run it as fp32 kernels while the
+// memory model counted bf16 tensors. Refused at training.framework's line with the valid values.
+TEST(EagerMemory, Fp8UnderAPyTorchFrameworkIsRefusedAtItsLine) {
+  const std::string text =
+      "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: gpt2-124m\n"
+      "training: {global_batch: 8, micro_batch: 8, precision: fp8,\n  framework: pytorch-eager}\n";
+  config::LoadContext ctx;
+  EXPECT_FALSE(config::load_simulate_config("inline.yaml", {}, ctx, text).has_value());
+  const std::string msg = ctx.diagnostics.to_string();
+  EXPECT_NE(msg.find("inline.yaml:4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("training.framework"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bf16, fp16 (torch.autocast), fp32 or tf32, not fp8"), std::string::npos) << msg;
+  // fp8 under megatron, and bf16 under pytorch-eager, load.
+  config::LoadContext ok1, ok2;
+  EXPECT_TRUE(config::load_simulate_config("inline.yaml", {"training.framework=megatron"}, ok1, text).has_value()) << ok1.diagnostics.to_string();
+  EXPECT_TRUE(config::load_simulate_config("inline.yaml", {"training.precision=bf16"}, ok2, text).has_value()) << ok2.diagnostics.to_string();
+}
+
 TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
   // Llama 3 405B: 126 layers over 16 x 2 virtual stages. Even: 30 stages of 4 and two of 3.
   auto even = virtual_stage_blocks(126, 32, PipelineSplit::even);
