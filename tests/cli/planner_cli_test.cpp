@@ -174,6 +174,26 @@ TEST(PlannerCli, APlanUnderAnEagerFrameworkRejectsTensorParallelLayoutsWithTheRe
   // Its memory assumption is the eager allocator's, not Megatron's activation formula.
   EXPECT_TRUE(has(r.out, "Memory per GPU: as pytorch-eager allocates it")) << r.out;
   EXPECT_FALSE(has(r.out, "Korthikanti")) << r.out;
+  EXPECT_TRUE(has(r.out, "bf16, framework pytorch-eager\n")) << r.out;
+}
+
+TEST(PlannerCli, ASweepNamesTheFrameworkEveryRowAssumes) {
+  const std::string one = write("eager-sweep.yaml",
+                                "base:\n  cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n  model: gpt2-124m\n"
+                                "  training: {global_batch: 8, micro_batch: 8, seq_len: 1024, framework: torch-compile}\n"
+                                "axes:\n  training.micro_batch: [4, 8]\n");
+  const Result r = run("sweep " + one);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "# Framework: torch-compile\n")) << r.out;
+  // An axis over the framework names it per row, not in the header.
+  const std::string axis = write("framework-sweep.yaml",
+                                 "base:\n  cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n  model: gpt2-124m\n"
+                                 "  training: {global_batch: 8, micro_batch: 8, seq_len: 1024}\n"
+                                 "axes:\n  training.framework: [megatron, pytorch-eager]\n");
+  const Result a = run("sweep " + axis);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_FALSE(has(a.out, "# Framework:")) << a.out;
+  EXPECT_TRUE(has(a.out, "training.framework=pytorch-eager")) << a.out;
 }
 
 TEST(PlannerCli, HfuIsNeverBelowMfu) {
