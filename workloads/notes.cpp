@@ -36,6 +36,9 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   if (lay.dp() == 1 && par.dp_impl == DpImpl::ddp && par.bucket.count() > 0 && par.bucket != Bytes::MiB(25)) {
     out.push_back("parallel.bucket has no effect with dp = 1 (no gradients are reduced)");
   }
+  if (par.split != PipelineSplit::even && lay.pp() == 1 && par.virtual_stages <= 1) {
+    out.push_back("parallel.pipeline_split has no effect with pp = 1 (one stage holds every block, the embedding and the loss)");
+  }
   // PyTorch frameworks (training.framework): settings their models do not read, and what they
   // leave out (docs/model.md, "Memory as eager PyTorch allocates it").
   const MemoryParams mem_defaults;

@@ -317,6 +317,19 @@ TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
   EXPECT_EQ(one->front(), 12);
 }
 
+TEST(PipelineSplit, WithOneStageItIsNotedAsWithoutEffect) {
+  StepInputs in;
+  in.model = tiny(HfFamily::gpt2);
+  in.parallel.split = PipelineSplit::embedding_loss;
+  auto one = Layout::make(in.parallel, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(has_note(settings_without_effect(in, *one), "parallel.pipeline_split has no effect with pp = 1"));
+  in.parallel.pp = 2;
+  auto two = Layout::make(in.parallel, 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(has_note(settings_without_effect(in, *two), "parallel.pipeline_split"));
+}
+
 TEST(PipelineSplit, UnknownValueIsRefusedAtItsField) {
   const std::string text =
       "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-125m\ntraining: {global_batch: 8, micro_batch: 1}\n"
