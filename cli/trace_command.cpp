@@ -112,6 +112,12 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
     print_error("parallel: a traced step is simulated with data parallelism (DDP) only: tp, pp, cp, ep must be 1 and zero 0");
     return kExitBadInput;
   }
+  if (cfg.inputs.training.framework != workloads::Framework::megatron) {
+    print_error(fmt::format("training.framework: {} has no meaning for a traced step, which replays the trace's own kernels and host gaps "
+                            "(whichever framework ran them); leave it out",
+                            workloads::to_string(cfg.inputs.training.framework)));
+    return kExitBadInput;
+  }
   std::optional<hw::GpuSpec> traced = tm.traced_gpu;
   if (!traced) {
     const std::string preset = trace::gpu_preset_for_device(t->device);

@@ -297,6 +297,15 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = enum_field(*tr, "framework", workloads::Framework::megatron, workloads::parse_framework,
                             "megatron, pytorch-eager, torch-compile")) {
       t.framework = *v;
+      // The PyTorch frameworks run under torch.autocast (bf16 or fp16) or in fp32: their kernels
+      // and memory have no fp8 (Transformer Engine) or fp64 form.
+      const bool autocast_dtype = t.precision == hw::DType::bf16 || t.precision == hw::DType::fp16 || t.precision == hw::DType::fp32 ||
+                                  t.precision == hw::DType::tf32;
+      if (t.framework != workloads::Framework::megatron && !autocast_dtype) {
+        tr->error("framework", fmt::format("{} is modelled for precision bf16, fp16 (torch.autocast), fp32 or tf32, not {}; use "
+                                           "framework: megatron for {}",
+                                           workloads::to_string(t.framework), hw::to_string(t.precision), hw::to_string(t.precision)));
+      }
     }
     if (auto v = tr->number("dropout", false, 0.0, 0.99)) t.dropout = *v;
     if (auto v = tr->string("dropout_rng")) {

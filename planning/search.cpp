@@ -667,8 +667,17 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
       "Search: {} candidates enumerated; {} passed the divisibility, policy and memory checks and were ranked by a closed-form step time; "
       "the best {} per hardware option and GPU count were simulated ({} simulations). Figures of best layouts come from simulations.",
       R.enumerated, R.estimated, spec.search.simulate_top, R.simulations));
-  R.assumptions.push_back("Memory per GPU: the simulator's memory model (parameters, gradients and optimizer states per ZeRO stage, activations "
-                          "per Korthikanti et al. 2022 times the micro-batches in flight, a framework allowance), computed without simulating.");
+  const bool eager = !spec.targets.empty() && spec.targets.front().base.inputs.training.framework != workloads::Framework::megatron;
+  if (eager) {
+    R.assumptions.push_back(fmt::format(
+        "Memory per GPU: as {} allocates it (fp32 parameters and their bf16 copies, optimizer states per ZeRO stage, the tensors the "
+        "model's code saves for backward times the micro-batches in flight, the fp32 loss buffers), as a monitor shows it (allocator "
+        "slack and the CUDA context), computed without simulating.",
+        workloads::to_string(spec.targets.front().base.inputs.training.framework)));
+  } else {
+    R.assumptions.push_back("Memory per GPU: the simulator's memory model (parameters, gradients and optimizer states per ZeRO stage, activations "
+                            "per Korthikanti et al. 2022 times the micro-batches in flight, a framework allowance), computed without simulating.");
+  }
   if (R.noise) {
     for (const auto& a : noise_scale_assumptions(*spec.noise)) R.assumptions.push_back(a);
   } else {

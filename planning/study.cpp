@@ -265,6 +265,12 @@ Expected<json> sweep_document(const json& header, const std::vector<json>& rows)
     const std::string h = r["summary"].value("hardware", std::string());
     if (!h.empty() && hw.insert(h).second) setup["hardware"].push_back(h);
   }
+  // The framework every row assumes, when it is not megatron (an axis over it names it per row).
+  std::set<std::string> frameworks;
+  for (const json& r : out) {
+    if (r.contains("config") && r["config"].contains("training")) frameworks.insert(r["config"]["training"].value("framework", std::string("megatron")));
+  }
+  if (frameworks.size() == 1 && *frameworks.begin() != "megatron") setup["framework"] = *frameworks.begin();
   json assumptions = json::array();
   const std::string scaling = header.value("scaling", std::string("none"));
   if (scaling == "strong") assumptions.push_back("Strong scaling: the global batch stays fixed as GPUs are added (data parallelism takes the extra GPUs unless an axis sets it).");

@@ -186,6 +186,7 @@ json plan_document(const config::PlanSpec& spec, const PlanResult& R) {
     const auto& in = spec.targets.front().base.inputs;
     setup["model"] = workloads::model_name(in.model);
     setup["precision"] = std::string(hw::to_string(in.training.precision));
+    if (in.training.framework != workloads::Framework::megatron) setup["framework"] = std::string(workloads::to_string(in.training.framework));
     // The global batch, or the values searched (a list) when search.global_batch has several.
     const std::vector<std::int64_t> batches = global_batches(spec);
     setup["global_batch"] = batches.size() == 1 ? json(batches.front()) : json(batches);
@@ -275,7 +276,9 @@ std::string render_plan(const config::PlanSpec& spec, const PlanResult& R) {
     std::string batch = batches.size() == 1 ? fmt::format("global batch {}", batches.front())
                                             : fmt::format("global batch searched: {}", fmt::join(batches, ", "));
     if (std::holds_alternative<workloads::TransformerSpec>(in.model)) batch += fmt::format(" x {} tokens", in.training.seq_len);
-    out += fmt::format("# {} on {}; {}, {}\n", workloads::model_name(in.model), budget, batch, hw::to_string(in.training.precision));
+    const std::string framework =
+        in.training.framework == workloads::Framework::megatron ? std::string() : ", framework " + std::string(workloads::to_string(in.training.framework));
+    out += fmt::format("# {} on {}; {}, {}{}\n", workloads::model_name(in.model), budget, batch, hw::to_string(in.training.precision), framework);
   }
   std::string cons;
   if (spec.constraints.deadline_s > 0) cons += fmt::format("deadline {}", days(spec.constraints.deadline_s));

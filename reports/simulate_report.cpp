@@ -85,7 +85,7 @@ std::string render_simulate(const SimulateReport& rep) {
   out += fmt::format("# layout: {}; {} micro-batch{} per pipeline per step\n", r.layout, r.micro_batches, r.micro_batches == 1 ? "" : "es");
   if (!rep.framework.empty()) {
     out += fmt::format("# framework: {} (its kernels, AMP casts and host launch cost per kernel; dtsim simulate --list-params, "
-                       "framework.*)\n",
+                       "compute.framework.*)\n",
                        rep.framework);
   }
   if (!r.symmetry_note.empty()) out += "# " + r.symmetry_note + "\n";
@@ -141,7 +141,10 @@ std::string render_simulate(const SimulateReport& rep) {
     out += fmt::format("  {:<34} {:>10.4f} s {:>6.1f}%\n", kind_label(static_cast<workloads::TimeKind>(k)), t, 100 * t / r.step_time_s);
   }
   if (r.idle_s > 0) out += fmt::format("  {:<34} {:>10.4f} s {:>6.1f}%\n", "idle", r.idle_s, 100 * r.idle_s / r.step_time_s);
-  out += "\nmemory per GPU (GiB)\n";
+  // Eager frameworks: `total` is the device memory a monitor shows (what runs out, so what decides
+  // "fits"); the allocator's own peak follows the table.
+  out += r.peak_memory.eager ? "\nmemory per GPU (GiB; total = what a monitor such as nvidia-smi shows, which decides fits; the allocator's peak below)\n"
+                             : "\nmemory per GPU (GiB)\n";
   out += fmt::format("  {:>5} {:>8} {:>8} {:>9} {:>11} {:>8} {:>8} {:>8}  {}\n", "stage", "params", "grads", "optimizer", "activations",
                      "other", "total", "capacity", "fits");
   for (const auto& s : r.stages) {
@@ -153,10 +156,10 @@ std::string render_simulate(const SimulateReport& rep) {
   if (r.peak_memory.eager) {
     const auto& m = r.peak_memory;
     out += fmt::format(
-        "  allocator peak (max_memory_allocated) {:.2f} GiB at the {}: fp32 parameters {:.2f}, bf16 weight copies {:.2f}, "
+        "  {}allocator peak (max_memory_allocated) {:.2f} GiB at the {}: fp32 parameters {:.2f}, bf16 weight copies {:.2f}, "
         "gradients {:.2f}, optimizer {:.2f}, activations {:.2f} of which loss buffers {:.2f}, cuBLAS workspace {:.2f}; "
         "a monitor shows {:.2f} GiB (allocator reserve and CUDA context)\n",
-        m.allocated / kGiB, m.peak_phase, (m.params - m.cast_weights) / kGiB, m.cast_weights / kGiB, m.grads / kGiB, m.optimizer / kGiB,
+        r.stages.size() > 1 ? fmt::format("stage {} (the fullest): ", m.stage) : std::string(), m.allocated / kGiB, m.peak_phase, (m.params - m.cast_weights) / kGiB, m.cast_weights / kGiB, m.grads / kGiB, m.optimizer / kGiB,
         m.activations / kGiB, m.loss / kGiB, m.workspace / kGiB, m.total / kGiB);
   }
   if (!r.fits) out += "\n" + r.memory_note + "\n";

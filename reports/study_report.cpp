@@ -175,6 +175,8 @@ std::vector<std::pair<std::string, std::string>> setup_items(const json& doc) {
   const json& setup = doc.value("setup", json::object());
   if (!setup.value("model", json()).is_null()) out.emplace_back("Model", text(setup["model"]));
   if (!setup.value("precision", json()).is_null()) out.emplace_back("Precision", text(setup["precision"]));
+  // A PyTorch framework (training.framework) other than megatron, when every row assumes it.
+  if (!setup.value("framework", json()).is_null()) out.emplace_back("Framework", text(setup["framework"]));
   std::string hw;
   // Each cluster as nodes, GPUs, fabric kind and NICs: the switch counts (results.csv keeps them)
   // made the line unreadable.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "workloads/framework_program.hpp"
 #include "workloads/program.hpp"
 #include "workloads/schedule.hpp"
 
@@ -46,6 +47,9 @@ Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const 
   const ParallelSpec& par = in.parallel;
   const ProgramShape sh = program_shape(m, tr, par, lay);
   if (auto st = validate_transformer(m, sh); !st) return st;
+  // The layouts the engine refuses for a PyTorch framework are refused here too, so that a plan's
+  // estimate rejects them with the engine's reason instead of ranking them.
+  if (auto st = validate_framework(tr.framework, sh); !st) return st;
   const int p = lay.pp();
   const int vstages = p * v;
   if (m.layers < vstages) {

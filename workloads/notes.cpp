@@ -36,6 +36,29 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   if (lay.dp() == 1 && par.dp_impl == DpImpl::ddp && par.bucket.count() > 0 && par.bucket != Bytes::MiB(25)) {
     out.push_back("parallel.bucket has no effect with dp = 1 (no gradients are reduced)");
   }
+  if (par.split != PipelineSplit::even && lay.pp() == 1 && par.virtual_stages <= 1) {
+    out.push_back("parallel.pipeline_split has no effect with pp = 1 (one stage holds every block, the embedding and the loss)");
+  }
+  // PyTorch frameworks (training.framework): settings their models do not read, and what they
+  // leave out (docs/model.md, "Memory as eager PyTorch allocates it").
+  const MemoryParams mem_defaults;
+  if (tr.framework != Framework::megatron) {
+    const std::string fw(to_string(tr.framework));
+    if (in.memory.reserved != mem_defaults.reserved) {
+      out.push_back("memory.reserved has no effect with framework: " + fw +
+                    " (the device memory outside the allocator is memory.cuda_context; the cuBLAS workspace memory.cublas_workspace)");
+    }
+    if (tr.recompute != Recompute::none && transformer) {
+      out.push_back("training.recompute: " + std::string(to_string(tr.recompute)) + " reruns the forward in the step time, but memory under framework: " +
+                    fw + " counts every saved tensor as kept (activation checkpointing is not in its memory model), so memory is overstated");
+    }
+    if (lay.pp() > 1) {
+      out.push_back("parallel.pp > 1 with framework: " + fw + " runs the framework's kernels on the pipeline schedule and splits its memory by stage; "
+                    "no pipelined eager run was measured (the traces are data-parallel)");
+    }
+  } else if (in.memory.cuda_context != mem_defaults.cuda_context || in.memory.cublas_workspace != mem_defaults.cublas_workspace) {
+    out.push_back("memory.cuda_context and memory.cublas_workspace have no effect with framework: megatron (its allowance is memory.reserved)");
+  }
   return out;
 }
 

@@ -159,6 +159,43 @@ TEST(PlannerCli, APlanSaysWhenATieIsASettingWithoutEffect) {
   EXPECT_TRUE(has(r.out, "the same configuration: selective recomputation has no effect with flash attention")) << r.out;
 }
 
+TEST(PlannerCli, APlanUnderAnEagerFrameworkRejectsTensorParallelLayoutsWithTheReason) {
+  // pytorch-eager runs one data-parallel replica per GPU: the engine refuses tp > 1, and the plan's
+  // estimate now does too (it used to rank such layouts, then report that the estimate and the
+  // simulation disagree on memory). tp 1 layouts are still planned.
+  const std::string spec = write("eager-tp.yaml",
+                                 "model: gpt2-124m\ntraining: {global_batch: 64, seq_len: 1024, tokens: 1.0e9, framework: pytorch-eager}\n"
+                                 "hardware:\n  - {name: H100, cluster: dgx-h100, gpus: [8], price_per_gpu_hour: 2.5}\n"
+                                 "search: {tp: [1, 2], pp: [1], micro_batch: [8], zero: [1], recompute: [none], schedule: [1f1b], simulate_top: 2}\n");
+  const Result r = run("plan " + spec);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "training.framework: framework pytorch-eager is modelled for data parallelism only")) << r.out;
+  EXPECT_TRUE(has(r.out, "recommended: H100 x 8 | tp 1")) << r.out;
+  // Its memory assumption is the eager allocator's, not Megatron's activation formula.
+  EXPECT_TRUE(has(r.out, "Memory per GPU: as pytorch-eager allocates it")) << r.out;
+  EXPECT_FALSE(has(r.out, "Korthikanti")) << r.out;
+  EXPECT_TRUE(has(r.out, "bf16, framework pytorch-eager\n")) << r.out;
+}
+
+TEST(PlannerCli, ASweepNamesTheFrameworkEveryRowAssumes) {
+  const std::string one = write("eager-sweep.yaml",
+                                "base:\n  cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n  model: gpt2-124m\n"
+                                "  training: {global_batch: 8, micro_batch: 8, seq_len: 1024, framework: torch-compile}\n"
+                                "axes:\n  training.micro_batch: [4, 8]\n");
+  const Result r = run("sweep " + one);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "# Framework: torch-compile\n")) << r.out;
+  // An axis over the framework names it per row, not in the header.
+  const std::string axis = write("framework-sweep.yaml",
+                                 "base:\n  cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n  model: gpt2-124m\n"
+                                 "  training: {global_batch: 8, micro_batch: 8, seq_len: 1024}\n"
+                                 "axes:\n  training.framework: [megatron, pytorch-eager]\n");
+  const Result a = run("sweep " + axis);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_FALSE(has(a.out, "# Framework:")) << a.out;
+  EXPECT_TRUE(has(a.out, "training.framework=pytorch-eager")) << a.out;
+}
+
 TEST(PlannerCli, HfuIsNeverBelowMfu) {
   // Llama-3-8B at 8k tokens (causal attention, flash) was MFU 66.7%, HFU 60.5%.
   for (const std::string& args : {example("llama3-8b-long-context.yaml"), example("gpt2-single-gpu.yaml"),

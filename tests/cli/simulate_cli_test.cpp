@@ -71,9 +71,35 @@ TEST(SimulateCli, ReportAndJsonNameAFrameworkOtherThanMegatron) {
   EXPECT_EQ(m.out.find("# framework:"), std::string::npos);
   const Result p = run("simulate --list-params");
   for (const char* name : {"framework.pytorch_eager.host_per_kernel", "framework.torch_compile.host_per_kernel",
-                           "framework.gemm_unaligned_efficiency", "framework.sdpa_fwd_efficiency"}) {
+                           "framework.gemm_unaligned_efficiency", "framework.sdpa_fwd_efficiency", "framework.sdpa_bwd_efficiency",
+                           "framework.sdpa_masked_fwd_efficiency", "framework.sdpa_masked_bwd_efficiency", "framework.sdpa_dropout_ops",
+                           "memory.cuda_context", "memory.cublas_workspace"}) {
     EXPECT_NE(p.out.find(name), std::string::npos) << name;
   }
+}
+
+TEST(SimulateCli, EagerFitsIsDecidedByTheMonitorViewNotTheAllocatorPeak) {
+  // GPT-2 eager peaks near 12.6 GiB allocated; a 70 GiB CUDA context puts the monitor's view at
+  // allocated x 1.05 (memory.fragmentation) + 70 GiB > 80 GiB: what runs out is the device, so it
+  // does not fit although the allocator's peak alone would.
+  const std::string json = temp("gpt2-eager-context.json");
+  const Result r = run("simulate " + example("gpt2-124m-eager-1xh100.yaml") + " --set 'simulation.params.memory.cuda_context=70 GiB' --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("total = what a monitor such as nvidia-smi shows, which decides fits"), std::string::npos) << r.out;
+  const auto peak = nlohmann::json::parse(slurp(json)).at("result").at("memory").at("peak");
+  const double allocated = peak.at("allocated_GiB").get<double>();
+  EXPECT_LT(allocated, 20.0);
+  EXPECT_NEAR(peak.at("total_GiB").get<double>(), allocated * 1.05 + 70.0, 0.01);
+  EXPECT_FALSE(peak.at("fits").get<bool>());
+  EXPECT_NE(r.out.find("does not fit in GPU memory"), std::string::npos) << r.out;
+}
+
+TEST(SimulateCli, ATracedStepRefusesAFramework) {
+  // A traced step replays the trace's kernels; training.framework used to be accepted and ignored.
+  const Result r = run("simulate " + std::string(DTSIM_SOURCE_DIR) + "/examples/traces/gpt2-124m-b8-s1024-1xh100.yaml" +
+                       " --set training.framework=pytorch-eager --set training.global_batch=8");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("training.framework: pytorch-eager has no meaning for a traced step"), std::string::npos) << r.out;
 }
 
 TEST(SimulateCli, FrameworksRefuseTensorParallelism) {

@@ -62,7 +62,7 @@ workloads::StepResult simulate_row(const Row& r, const std::string& recompute) {
 // the optimizer states and gradients (ZeRO-2) and the embedding and loss each taking one layer's
 // place in the pipeline split, without recomputation. On 16,384 GPUs (16 micro-batches per
 // pipeline) it fits in 80 GiB, as Meta ran it; on 8,192 (32 micro-batches) Megatron's interleaved
-// schedule keeps 47 chunks in flight on stage 0 and it does not (Meta's own schedule with N
+// schedule keeps 47 chunks in flight on stage 0 and dtsim overstates its memory (Meta's own schedule with N
 // contiguous micro-batches is not modelled; docs/model.md). With full recomputation both fit.
 // The 128K-context row is in docs/validation.md (dtsim-compare-published) but not here: it takes
 // 20 s to simulate.
@@ -74,7 +74,12 @@ TEST(PublishedTraining, Llama3_405B) {
   for (const Row& r : {rs[0], rs[1]}) {
     const workloads::StepResult none = simulate_row(r, "none");
     EXPECT_LT(std::fabs(none.tflops_per_gpu / r.tflops - 1), kThroughputTolerance) << r.gpus << " GPUs: " << none.tflops_per_gpu;
-    EXPECT_EQ(none.fits, r.dp == 128) << r.gpus << " GPUs: " << none.memory_note;
+    // Meta trained both rows on 80 GB GPUs: the 16K row must fit. The 8K row's overestimate is the
+    // known gap above (Megatron's interleaved schedule stands for Meta's); asserting that it does
+    // not fit would pin the model's error, so only its figures are checked.
+    if (r.dp == 128) {
+      EXPECT_TRUE(none.fits) << r.gpus << " GPUs: " << none.memory_note;
+    }
     const workloads::StepResult full = simulate_row(r, "full");
     EXPECT_TRUE(full.fits) << r.gpus << " GPUs with full recomputation: " << full.memory_note;
   }

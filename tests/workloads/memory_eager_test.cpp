@@ -10,6 +10,8 @@
 
 #include "config/simulate_loader.hpp"
 #include "workloads/memory_estimate.hpp"
+#include "workloads/notes.hpp"
+#include "workloads/step.hpp"
 
 namespace dtsim::workloads {
 namespace {
@@ -225,6 +227,74 @@ TEST(EagerMemory, Llama3_405bFitsWithMetasLayout) {
   EXPECT_FALSE(est1->fits);
 }
 
+// The memory estimate (what dtsim plan ranks layouts by) refuses the layouts the engine refuses
+// for a PyTorch framework, with the engine's field, instead of estimating them.
+TEST(EagerMemory, EstimateRefusesTensorParallelismAsTheEngineDoes) {
+  const Loaded l = load("gpt2-124m-eager-1xh100.yaml", {"cluster.gpus_per_node=2", "parallel.tp=2"});
+  auto est = estimate_memory(l.topo, l.cfg.inputs);
+  ASSERT_FALSE(est.ok());
+  EXPECT_EQ(est.error().field, "training.framework") << est.error().message;
+  auto sim = simulate_step(l.topo, l.cfg.inputs);
+  ASSERT_FALSE(sim.ok());
+  EXPECT_EQ(sim.error().field, est.error().field);
+  // Megatron's program takes the same layout.
+  const Loaded m = load("gpt2-124m-eager-1xh100.yaml", {"cluster.gpus_per_node=2", "parallel.tp=2", "training.framework=megatron"});
+  EXPECT_TRUE(estimate_memory(m.topo, m.cfg.inputs).ok());
+}
+
+bool has_note(const std::vector<std::string>& notes, std::string_view what) {
+  for (const std::string& n : notes) {
+    if (n.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// What the eager memory model does not read is named in the report's notes: memory.reserved (its
+// monitor view is the CUDA context and the allocator's own), activation checkpointing, pipelined
+// runs (none measured); and megatron does not read the eager allocator's constants.
+TEST(EagerMemory, NotesNameWhatTheEagerModelDoesNotRead) {
+  StepInputs in;
+  in.model = tiny(HfFamily::gpt2);
+  in.training.framework = Framework::pytorch_eager;
+  auto one = Layout::make(in.parallel, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(settings_without_effect(in, *one).empty());
+  in.memory.reserved = Bytes::GiB(4);
+  in.training.recompute = Recompute::full;
+  const auto eager = settings_without_effect(in, *one);
+  EXPECT_TRUE(has_note(eager, "memory.reserved has no effect"));
+  EXPECT_TRUE(has_note(eager, "training.recompute: full"));
+  in.parallel.pp = 2;
+  auto two = Layout::make(in.parallel, 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_TRUE(has_note(settings_without_effect(in, *two), "parallel.pp > 1"));
+  // Megatron: memory.reserved is its allowance; the eager constants are not read.
+  in = StepInputs{};
+  in.model = tiny(HfFamily::gpt2);
+  in.memory.cuda_context = Bytes::GiB(1);
+  const auto megatron = settings_without_effect(in, *one);
+  ASSERT_EQ(megatron.size(), 1u);
+  EXPECT_NE(megatron[0].find("memory.cuda_context"), std::string::npos);
+}
+
+// fp8 has no torch.autocast form: the eager program used to run it as fp32 kernels while the
+// memory model counted bf16 tensors. Refused at training.framework's line with the valid values.
+TEST(EagerMemory, Fp8UnderAPyTorchFrameworkIsRefusedAtItsLine) {
+  const std::string text =
+      "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: gpt2-124m\n"
+      "training: {global_batch: 8, micro_batch: 8, precision: fp8,\n  framework: pytorch-eager}\n";
+  config::LoadContext ctx;
+  EXPECT_FALSE(config::load_simulate_config("inline.yaml", {}, ctx, text).has_value());
+  const std::string msg = ctx.diagnostics.to_string();
+  EXPECT_NE(msg.find("inline.yaml:4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("training.framework"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bf16, fp16 (torch.autocast), fp32 or tf32, not fp8"), std::string::npos) << msg;
+  // fp8 under megatron, and bf16 under pytorch-eager, load.
+  config::LoadContext ok1, ok2;
+  EXPECT_TRUE(config::load_simulate_config("inline.yaml", {"training.framework=megatron"}, ok1, text).has_value()) << ok1.diagnostics.to_string();
+  EXPECT_TRUE(config::load_simulate_config("inline.yaml", {"training.precision=bf16"}, ok2, text).has_value()) << ok2.diagnostics.to_string();
+}
+
 TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
   // Llama 3 405B: 126 layers over 16 x 2 virtual stages. Even: 30 stages of 4 and two of 3.
   auto even = virtual_stage_blocks(126, 32, PipelineSplit::even);
@@ -245,6 +315,19 @@ TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
   auto one = virtual_stage_blocks(12, 1, PipelineSplit::embedding_loss);
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->front(), 12);
+}
+
+TEST(PipelineSplit, WithOneStageItIsNotedAsWithoutEffect) {
+  StepInputs in;
+  in.model = tiny(HfFamily::gpt2);
+  in.parallel.split = PipelineSplit::embedding_loss;
+  auto one = Layout::make(in.parallel, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(has_note(settings_without_effect(in, *one), "parallel.pipeline_split has no effect with pp = 1"));
+  in.parallel.pp = 2;
+  auto two = Layout::make(in.parallel, 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(has_note(settings_without_effect(in, *two), "parallel.pipeline_split"));
 }
 
 TEST(PipelineSplit, UnknownValueIsRefusedAtItsField) {
