@@ -133,11 +133,15 @@ struct Builder {
       if (p_drop > 0) b({ew("dropout_grad", el, 4 + 1 + 2)});
       return;
     }
+    // Under autocast the branch is bf16/fp16 and its gradient is cast back from the fp32 stream;
+    // without it (fp32 training) everything is fp32 and there is no cast.
+    const double eb = amp ? 2 : 4;
     if (p_drop > 0) {
-      f(dropout_kernel(el, 2));
-      b({ew("cast_grad", el, 6), ew("dropout_grad", el, 5)});
+      f(dropout_kernel(el, eb));
+      if (amp) b({ew("cast_grad", el, 6), ew("dropout_grad", el, 5)});
+      else b({ew("dropout_grad", el, 4 + 1 + 4)});
     }
-    f(ew("residual_add", el, 2 + 4 + 4));
+    f(ew("residual_add", el, eb + 4 + 4));
   }
 
   LayerProgram finish(const char* name) {

@@ -82,6 +82,10 @@ Status validate_framework(Framework fw, const ProgramShape& s) {
   if (s.tp != 1 || s.cp != 1 || s.ep != 1) {
     return Error(fmt::format("framework {} is modelled for data parallelism only (tp = cp = ep = 1)", to_string(fw)), "training.framework");
   }
+  if (s.precision != hw::DType::bf16 && s.precision != hw::DType::fp16 && s.precision != hw::DType::fp32) {
+    return Error(fmt::format("framework {} runs bf16 or fp16 autocast or fp32, not {}", to_string(fw), hw::to_string(s.precision)),
+                 "training.precision");
+  }
   return {};
 }
 

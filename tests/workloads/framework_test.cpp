@@ -509,3 +509,42 @@ TEST(HostIssue, FrameworksNeedDataParallelLayouts) {
 
 }  // namespace
 }  // namespace dtsim::workloads
+
+namespace dtsim::workloads {
+namespace {
+
+TEST(HostIssue, FrameworksRefuseFp8AndFp64) {
+  // The eager and compiled programs run autocast (bf16, fp16) or fp32 kernels; fp8 needs
+  // Transformer Engine, which neither framework setting models.
+  for (hw::DType t : {hw::DType::fp8, hw::DType::fp64}) {
+    ProgramShape sh = shape(1, 128, 0);
+    sh.precision = t;
+    const Status st = validate_framework(Framework::pytorch_eager, sh);
+    ASSERT_FALSE(st) << hw::to_string(t);
+    EXPECT_EQ(st.error().field, "training.precision");
+    EXPECT_TRUE(validate_framework(Framework::megatron, sh));
+  }
+  ProgramShape fp32 = shape(1, 128, 0);
+  fp32.precision = hw::DType::fp32;
+  EXPECT_TRUE(validate_framework(Framework::pytorch_eager, fp32));
+}
+
+TEST(FrameworkProgram, Fp32EagerDropoutHasNoCastAndFp32Bytes) {
+  // Without autocast the residual branch is fp32: dropout reads 4 and writes 4 bytes plus a 1-byte
+  // mask per element, the backward has no cast of the gradient, and the residual add reads two fp32
+  // tensors and writes one (12 bytes).
+  ProgramShape sh = shape(2, 128, 0.1);
+  sh.precision = hw::DType::fp32;
+  const LayerProgram p = framework_block(tiny_gpt2(), sh, Framework::pytorch_eager);
+  EXPECT_EQ(find(p.backward, "cast_grad"), nullptr);
+  const Kernel* add = find(p.forward, "residual_add");
+  ASSERT_NE(add, nullptr);
+  const double el = 2.0 * 128 * 64;
+  EXPECT_DOUBLE_EQ(add->bytes, el * 12);
+  // With autocast the cast is there (GPT-2 trace: the bf16 branch's gradient cast from fp32).
+  const LayerProgram amp = framework_block(tiny_gpt2(), shape(2, 128, 0.1), Framework::pytorch_eager);
+  EXPECT_NE(find(amp.backward, "cast_grad"), nullptr);
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
