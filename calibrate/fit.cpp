@@ -770,8 +770,9 @@ class Fitter {
     json arr = json::array();
     std::vector<double> pinned_bw;
     for (const auto& [what, idx] : by) {
+      const auto& ids = idx;  // clang 14 cannot capture a structured binding
       auto [tr, he] = split(idx.size(), o_.holdout_every, [&](std::size_t a, std::size_t b) {
-        return d_.links[idx[a]].bytes < d_.links[idx[b]].bytes;
+        return d_.links[ids[a]].bytes < d_.links[ids[b]].bytes;
       });
       std::vector<XY> pts;
       for (std::size_t j : tr) pts.push_back(XY{d_.links[idx[j]].bytes, d_.links[idx[j]].time_s});
@@ -936,7 +937,7 @@ class Fitter {
         for (const auto& [a, p] : cands) {
           if (proto_regime(p) != ri) continue;
           auto [lat, bw] = knobs_of(a, p, g.op, multinode, *sim);
-          auto t = [&](double bytes) { return sim->time(state_, g.op, static_cast<std::int64_t>(bytes), a, p); };
+          auto t = [&, algo = a, proto = p](double bytes) { return sim->time(state_, g.op, static_cast<std::int64_t>(bytes), algo, proto); };
           const std::string pair = fmt::format("{}/{}", comm::to_string(a), comm::to_string(p));
           if (bw.valid() && claim(bw, suite, pair) && re.line.beta > 0) {
             const double hi = std::max(re.to, 1024.0);

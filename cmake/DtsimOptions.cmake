@@ -10,6 +10,16 @@ if(DTSIM_SANITIZE)
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all>)
   target_link_options(dtsim_options INTERFACE -fsanitize=address,undefined)
 endif()
+if(DTSIM_FUZZ)
+  # Every library is instrumented for coverage and checked by ASan + UBSan; only the fuzz binaries
+  # link libFuzzer's main (fuzz/CMakeLists.txt).
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DTSIM_FUZZ needs clang (CMAKE_CXX_COMPILER=clang++-14); scripts/fuzz configures it")
+  endif()
+  target_compile_options(dtsim_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all>)
+  target_link_options(dtsim_options INTERFACE -fsanitize=address,undefined)
+endif()
 target_include_directories(dtsim_options INTERFACE ${PROJECT_SOURCE_DIR})
 
 # dtsim_library(NAME SOURCES... DEPS ...): one static library per folder.

@@ -47,6 +47,11 @@ class HardwareLoader {
   std::map<std::string, std::string> aliases_;
 };
 
+// Sizes past which a cluster is refused with a message, not built (the topology's memory grows with
+// the GPUs; each parallel switch-to-switch link of a custom fabric is a link of the flow network).
+inline constexpr long long kMaxClusterGpus = 1'048'576;
+inline constexpr int kMaxCustomLinkCount = 4096;
+
 // What `--cluster X [--nodes N] [--gpus-per-node G]` asks for.
 struct ClusterRequest {
   std::string name_or_path;         // cluster preset, node preset, or a YAML file

@@ -251,21 +251,32 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   MapReader root(*doc, "", path, ctx);
 
   // Cluster: a preset or file name, or a mapping.
+  // A cluster or model that failed to load has been reported: checks that need it are skipped,
+  // so that one mistake gives one error, not others about a placeholder (fuzzing, issue 15).
+  bool cluster_loaded = false;
+  bool model_loaded = false;
   YAML::Node cn = root.node("cluster");
   if (!cn.IsDefined() || cn.IsNull()) {
     root.error("cluster", "is required (a cluster or node preset, a file, or {node: ..., nodes: N, fabric: {...}})");
   } else if (cn.IsScalar()) {
-    if (auto c = load_cluster(ClusterRequest{resolve_path(cn.Scalar(), path), std::nullopt, std::nullopt}, ctx)) out.cluster = *c;
+    if (auto c = load_cluster(ClusterRequest{resolve_path(cn.Scalar(), path), std::nullopt, std::nullopt}, ctx)) {
+      out.cluster = *c;
+      cluster_loaded = true;
+    }
   } else {
     MapReader cr(cn, "cluster", path, ctx);
     HardwareLoader hl(ctx);
-    if (auto c = hl.cluster(cr)) out.cluster = *c;
+    if (auto c = hl.cluster(cr)) {
+      out.cluster = *c;
+      cluster_loaded = true;
+    }
   }
 
   if (YAML::Node mn = root.node("model"); mn.IsMap() && mn["trace"]) {
     out.trace = load_trace_model(root, path, ctx);
   } else if (auto m = load_model(root, "model", ctx)) {
     in.model = *m;
+    model_loaded = true;
   }
 
   // Training.
@@ -277,7 +288,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       t.seq_len = *v;
       // A model with learned position embeddings has none beyond max_seq; rotary or ALiBi-style
       // models run longer sequences (quality is another matter), which is said once.
-      if (const auto* tm = std::get_if<workloads::TransformerSpec>(&in.model); tm && t.seq_len > tm->max_seq) {
+      if (const auto* tm = std::get_if<workloads::TransformerSpec>(&in.model); model_loaded && tm && t.seq_len > tm->max_seq) {
         if (tm->positions == workloads::Positions::learned) {
           tr->error("seq_len", fmt::format("{} is beyond the {} positions model '{}' has learned embeddings for: use seq_len <= {}, "
                                            "or a model with rotary positions",
@@ -396,7 +407,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     // Named link parameters (e.g. the TCP efficiency and latency of an Ethernet type), as in a profile.
     HardwareProfile link_set;
     link_set.links = read_link_overrides(*sr, "links", ctx);
-    if (!link_set.links.empty()) {
+    if (!link_set.links.empty() && cluster_loaded) {
       const auto used = link_type_names(out.cluster);
       for (const auto& [name, o] : link_set.links) {
         if (std::find(used.begin(), used.end(), name) == used.end()) {
