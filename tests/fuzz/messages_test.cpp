@@ -49,4 +49,18 @@ TEST(FuzzMessages, UnknownNodeDoesNotCascadeIntoLinkOverrides) {
                    "cluster.node", "dgx-h100x");
 }
 
+// Limits (docs/config.md, "Limits"): refused while loading, naming the field and the limit.
+TEST(FuzzMessages, AClusterBeyondTheGpuLimitIsRefusedAtNodes) {
+  expect_one_error("cluster: {node: dgx-h100, nodes: 200000}\n" + kRest, "cluster.nodes", "1048576 GPUs");
+}
+
+TEST(FuzzMessages, ACustomLinkCountBeyondItsLimitIsRefused) {
+  const std::string cluster =
+      "cluster:\n  node: dgx-h100\n  nodes: 2\n  fabric:\n    kind: custom\n    nic: ib-ndr\n    switches: [a, b]\n"
+      "    links:\n      - [a, b, 5000]\n    attach:\n      - {nodes: 0, switch: a}\n      - {nodes: 1, switch: b}\n";
+  const auto d = load(cluster + kRest);
+  ASSERT_GE(d.size(), 1U) << d.to_string();
+  EXPECT_NE(d.to_string().find("from 1 to 4096"), std::string::npos) << d.to_string();
+}
+
 }  // namespace
