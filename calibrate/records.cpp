@@ -27,6 +27,11 @@ Expected<Record> parse_record(const std::string& line) {
     std::string what = e.what();
     const auto p = what.find("parse error");
     return Error("not valid JSON (" + (p == std::string::npos ? what : what.substr(p)) + ")");
+  } catch (const nlohmann::json::exception& e) {
+    // Valid syntax that nlohmann cannot hold, e.g. a number beyond a double (4.3e1765024).
+    std::string what = e.what();
+    const auto close = what.find("] ");
+    return Error("not a usable JSON value (" + (close == std::string::npos ? what : what.substr(close + 2)) + ")");
   }
   if (!j.is_object()) return Error("a record must be a JSON object");
   Record r;

@@ -310,6 +310,12 @@ std::optional<TransformerSpec> load_hf_config(const std::string& path, const std
     const std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;  // nlohmann counts bytes from 1
     ctx.diagnostics.error(offset_location(text, offset, path), field, "malformed JSON: " + what);
     return std::nullopt;
+  } catch (const nlohmann::json::exception& e) {
+    // Valid syntax that nlohmann cannot hold, e.g. a number beyond a double (4.3e1765024).
+    std::string what = e.what();
+    if (const auto close = what.find("] "); close != std::string::npos) what.erase(0, close + 2);
+    ctx.diagnostics.error(Location{path, 1, 1}, field, "unusable JSON: " + what);
+    return std::nullopt;
   }
   if (!doc.is_object()) {
     ctx.diagnostics.error(Location{path, 1, 1}, field, "expected a JSON object of config keys (a Hugging Face config.json)");
