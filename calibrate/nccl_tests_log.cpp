@@ -199,6 +199,12 @@ Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::stri
     if (static_cast<int>(t.size()) != cols.width) {
       return bad_row(fmt::format("expected {} columns, found {}", cols.width, t.size()));
     }
+    // Column titles can name fewer columns than their indices reach (a cut or foreign title line):
+    // every index used below must be inside the row.
+    const int last = std::max({cols.size, cols.count, cols.type, cols.redop, cols.root, cols.oop + 3, cols.ip + 3});
+    if (last >= static_cast<int>(t.size()) || cols.size < 0 || cols.count < 0 || cols.type < 0 || cols.oop < 0 || cols.ip < 0) {
+      return bad_row(fmt::format("the column titles do not describe a row of {} columns", t.size()));
+    }
     NcclTestsRow row;
     row.line = lineno;
     row.bytes = *to_int(t[static_cast<std::size_t>(cols.size)]);
