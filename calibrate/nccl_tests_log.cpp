@@ -183,7 +183,7 @@ Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::stri
     }
     const auto t = tokens(line);
     // A data row starts with the size in bytes; anything else is foreign output.
-    if (!to_int(t[0])) {
+    if (t.empty() || !to_int(t[0])) {
       ++log.skipped_lines;
       const auto env = line.find("NCCL_ALGO set by environment to");
       if (env != std::string::npos) {
