@@ -153,6 +153,12 @@ Status apply_set(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) return Error(fmt::format("'{}' is not key=value (e.g. parallel.tp=4)", assignment), "--set");
   const std::string key = assignment.substr(0, eq);
+  // An empty value would read as YAML null, which every field takes as "not given": the default
+  // would apply silently. A user who typed `--set x=` meant something else.
+  if (assignment.find_first_not_of(" \t", eq + 1) == std::string::npos) {
+    return Error(fmt::format("'{}' has no value after '=' (e.g. {}=4); to keep the file's value, leave this --set out", assignment, key),
+                 "--set " + key);
+  }
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(eq + 1));

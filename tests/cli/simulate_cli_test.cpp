@@ -157,6 +157,14 @@ TEST(SimulateCli, MalformedSetIsAnError) {
   EXPECT_NE(r.out.find("is not key=value"), std::string::npos) << r.out;
 }
 
+TEST(SimulateCli, EmptySetValueIsAnErrorNotTheDefault) {
+  // `--set training.framework=` would otherwise read as null and fall back to the default silently.
+  const Result r = run("simulate " + example("resnet50-ddp.yaml") + " --set training.framework=");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--set training.framework"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("has no value after '='"), std::string::npos) << r.out;
+}
+
 TEST(SimulateCli, OutOfMemoryIsAReportNotAnError) {
   const Result r = run("simulate " + example("gpt2-single-gpu.yaml") + " --set model=llama2-70b");
   EXPECT_EQ(r.code, 0) << r.out;
