@@ -3,6 +3,8 @@
 // a message naming the file and line, and nothing written.
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -16,29 +18,15 @@
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using dtsim::testing::Result;
+using dtsim::testing::run;
+using dtsim::testing::source;
 
 std::string temp(const std::string& name) {
   const auto p = std::filesystem::path(::testing::TempDir()) / name;
   std::filesystem::remove(p);
   return p.string();
 }
-
-std::string source(const std::string& rel) { return std::string(DTSIM_SOURCE_DIR) + "/" + rel; }
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream f(path);

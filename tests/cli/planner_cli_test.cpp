@@ -3,6 +3,8 @@
 // are answered with the fix. Each test failed before the change it covers.
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -16,30 +18,12 @@
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
+using dtsim::testing::Result;
+using dtsim::testing::run;
+using dtsim::testing::slurp;
+using dtsim::testing::temp;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
-  return r;
-}
-
-std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
 std::string example(const std::string& name) { return std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/" + name; }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 std::string write(const std::string& name, const std::string& text) {
   const std::string f = temp(name);
   std::ofstream(f) << text;

@@ -1,6 +1,8 @@
 // `dtsim simulate` as a user runs it.
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -14,30 +16,12 @@
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
+using dtsim::testing::Result;
+using dtsim::testing::run;
+using dtsim::testing::slurp;
+using dtsim::testing::temp;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
 std::string example(const std::string& name) { return std::string(DTSIM_SOURCE_DIR) + "/examples/simulate/" + name; }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 TEST(SimulateCli, PrintsTheStepAndWritesJson) {
   const std::string json = temp("resnet.json");
@@ -177,7 +161,6 @@ TEST(SimulateCli, ImpossibleModelLayoutsNameTheField) {
   EXPECT_NE(r.out.find("parallel.tp: tp (3) must divide the 32 attention heads"), std::string::npos) << r.out;
 }
 
-
 std::string classic(const std::string& name) { return std::string(DTSIM_SOURCE_DIR) + "/examples/classic/" + name; }
 
 double step_of(const std::string& json_path) { return nlohmann::json::parse(slurp(json_path)).at("result").at("step_time_s").get<double>(); }
@@ -273,7 +256,6 @@ TEST(ClassicCli, BadInputNamesTheField) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("energy.pue"), std::string::npos) << r.out;
 }
-
 
 TEST(ClassicCli, OneSweepComparesTheImplementations) {
   // examples/sweeps/dp-impl-resnet50-scaling.yaml: weak scaling from 1 to 8 GPUs of one PCIe

@@ -3,6 +3,8 @@
 // seconds of simulations, much longer under the sanitizers).
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -21,29 +23,11 @@ extern char** environ;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
+using dtsim::testing::Result;
+using dtsim::testing::run;
+using dtsim::testing::slurp;
+using dtsim::testing::temp;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 std::string write(const std::string& name, const std::string& text) {
   const std::string path = temp(name);
   std::ofstream(path) << text;

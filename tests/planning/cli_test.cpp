@@ -2,6 +2,8 @@
 // input, failed points as rows, the progress bar only on a terminal, and traces from simulate.
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -14,32 +16,14 @@
 
 namespace {
 
+using dtsim::testing::Result;
+using dtsim::testing::run;
+using dtsim::testing::slurp;
+using dtsim::testing::temp;
+using dtsim::testing::source;
+
 using json = nlohmann::json;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args, const std::string& prefix = "") {
-  const std::string cmd = prefix + std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
-std::string source(const std::string& rel) { return std::string(DTSIM_SOURCE_DIR) + "/" + rel; }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 std::string write(const std::string& name, const std::string& text) {
   const std::string path = temp(name);
   std::ofstream(path) << text;

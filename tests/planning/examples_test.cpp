@@ -1,22 +1,16 @@
 // Every bundled sweep and plan example runs.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
+#include <utility>
+
+#include "tests/support/cli_run.hpp"
 
 namespace {
 
 std::pair<int, std::string> run(const std::string& args) {
-  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  dtsim::testing::Result r = dtsim::testing::run(args);
+  return {r.code, std::move(r.out)};
 }
 
 std::vector<std::string> examples(const std::string& dir) {

@@ -2,6 +2,8 @@
 // bytes as one process. Skipped when dtsim is built without MPI or mpirun is missing.
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -11,17 +13,9 @@
 
 namespace {
 
-std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-int sh(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using dtsim::testing::slurp;
+using dtsim::testing::temp;
+using dtsim::testing::sh;
 
 TEST(MpiSweep, TwoProcessesGiveTheSameRowsAsOne) {
 #ifndef DTSIM_HAVE_MPI

@@ -4,6 +4,8 @@
 // Skipped (exit 77 style GTEST_SKIP) only when Chromium is not installed.
 #include <gtest/gtest.h>
 
+#include "tests/support/cli_run.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -19,17 +21,9 @@
 
 namespace {
 
-std::string temp(const std::string& name) { return (std::filesystem::path(::testing::TempDir()) / name).string(); }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-int sh(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using dtsim::testing::slurp;
+using dtsim::testing::temp;
+using dtsim::testing::sh;
 
 std::string chromium() {
   for (const char* c : {"chromium", "chromium-browser", "google-chrome"}) {

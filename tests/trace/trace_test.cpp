@@ -5,12 +5,14 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "hw/topology.hpp"
 #include "trace/classify.hpp"
 #include "trace/reader.hpp"
 #include "trace/replay.hpp"
+#include "tests/support/cli_run.hpp"
 #include "trace/summary.hpp"
 
 namespace dtsim::trace {
@@ -182,14 +184,9 @@ double measured_step(const std::string& name) {
 
 // Runs dtsim; returns the exit status and fills `out` with stdout and stderr.
 int run(const std::string& args, std::string& out) {
-  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  out.clear();
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  dtsim::testing::Result r = dtsim::testing::run(args);
+  out = std::move(r.out);
+  return r.code;
 }
 
 // A temporary file of this test's own (ctest runs the tests of this file as parallel processes).
