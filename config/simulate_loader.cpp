@@ -157,13 +157,13 @@ Status apply_set(YAML::Node& root, const std::string& assignment) {
   // would apply silently. A user who typed `--set x=` meant something else.
   if (assignment.find_first_not_of(" \t", eq + 1) == std::string::npos) {
     return Error(fmt::format("'{}' has no value after '=' (e.g. {}=4); to keep the file's value, leave this --set out", assignment, key),
-                 "--set " + key);
+                 key);
   }
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(eq + 1));
   } catch (const YAML::Exception& e) {
-    return Error(fmt::format("the value of '{}' is not valid YAML: {}", key, e.what()), "--set " + key);
+    return Error(fmt::format("the value of '{}' is not valid YAML: {}", key, e.what()), key);
   }
   // Walk (and create) the mappings down to the last key. yaml-cpp nodes are handles: assigning
   // through them edits the tree.
@@ -181,6 +181,9 @@ Status apply_set(YAML::Node& root, const std::string& assignment) {
     parts.push_back(key.substr(start, d - start));
     start = d + 1;
   }
+  if (root.IsDefined() && !root.IsNull() && !root.IsMap()) {
+    return Error(fmt::format("the file's top level is not a mapping, so '{}' cannot be set in it", key), key);
+  }
   std::vector<YAML::Node> chain{root};
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     YAML::Node cur = chain.back();
@@ -190,7 +193,7 @@ Status apply_set(YAML::Node& root, const std::string& assignment) {
       cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
       next = cur[parts[i]];
     } else if (!next.IsMap()) {
-      return Error(fmt::format("'{}' is not a mapping, so '{}' cannot be set inside it", parts[i], key), "--set " + key);
+      return Error(fmt::format("'{}' is not a mapping, so '{}' cannot be set inside it", parts[i], key), key);
     }
     chain.push_back(next);
   }

@@ -145,7 +145,7 @@ TEST(SimulateCli, EmptySetValueIsAnErrorNotTheDefault) {
   // `--set training.framework=` would otherwise read as null and fall back to the default silently.
   const Result r = run("simulate " + example("resnet50-ddp.yaml") + " --set training.framework=");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("--set training.framework"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--set: training.framework: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("has no value after '='"), std::string::npos) << r.out;
 }
 
