@@ -37,6 +37,9 @@ inline Kernel dropout_kernel(double el, double elem_bytes) {
 struct Builder {
   bool compile = false;
   bool amp = true;  // fp32 parameters, bf16 autocast (casts before every matrix product)
+  // The matrix products' math type: the autocast type (bf16 or fp16) with AMP; without it, tf32
+  // when the run allows TF32 (torch.backends.cudnn/cuda.matmul.allow_tf32), else fp32.
+  hw::DType math = hw::DType::bf16;
   std::vector<Kernel> fwd;
   std::vector<std::vector<Kernel>> bwd;
 
@@ -44,7 +47,7 @@ struct Builder {
   void b(std::vector<Kernel> g) { bwd.push_back(std::move(g)); }
 
   Kernel mm(const char* name, I m, I n, I k) const {
-    Kernel g = gemm(name, m, n, k, 1, amp ? hw::DType::bf16 : hw::DType::fp32, amp ? 2 : 4, amp ? 2 : 4);
+    Kernel g = gemm(name, m, n, k, 1, math, amp ? 2 : 4, amp ? 2 : 4);
     g.weighted = true;
     // Inductor pads GEMM shapes to aligned sizes (torch._inductor.config.shape_padding); eager
     // cuBLAS falls back to unvectorised kernels (docs/model.md).
@@ -156,5 +159,7 @@ struct Builder {
 };
 
 inline bool amp_of(const ProgramShape& s) { return s.precision == hw::DType::bf16 || s.precision == hw::DType::fp16; }
+// The math type of the framework's matrix products and convolutions for a run's precision.
+inline hw::DType math_of(const ProgramShape& s) { return amp_of(s) || s.precision == hw::DType::tf32 ? s.precision : hw::DType::fp32; }
 
 }  // namespace dtsim::workloads::framework_detail

@@ -17,6 +17,7 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
   Builder bl;
   bl.compile = compile;
   bl.amp = amp;
+  bl.math = math_of(sh);
   bool first_weighted = true;
   const char* name = "";
   I params = 0;
@@ -30,6 +31,7 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
     bl = Builder{};
     bl.compile = compile;
     bl.amp = amp;
+    bl.math = math_of(sh);
     params = 0;
     tensors.clear();
   };
@@ -61,7 +63,7 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
       case CnnLayer::Kind::conv: {
         // cuDNN implicit GEMM, channels-last; the first convolution's input needs no gradient.
         Kernel k = gemm("conv", b * l.out_h * l.out_w, l.out_channels / l.groups, l.in_channels / l.groups * l.kernel * l.kernel, l.groups,
-                        amp ? hw::DType::bf16 : hw::DType::fp32, amp ? 2 : 4, amp ? 2 : 4);
+                        bl.math, amp ? 2 : 4, amp ? 2 : 4);
         k.bytes = (in_el + out_el) * eb + d(l.params()) * eb;
         k.weighted = true;
         if (amp) bl.f(ew("cast_weight", d(l.params()), 6));

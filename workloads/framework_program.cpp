@@ -102,6 +102,7 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
   Builder bl;
   bl.compile = fw == Framework::torch_compile;
   bl.amp = amp_of(sh);
+  bl.math = math_of(sh);
   const I T = sh.micro_batch * sh.seq, h = m.hidden, f = m.ffn;
   const I heads = m.heads, kv = m.kv_heads > 0 ? m.kv_heads : m.heads, hd = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
   const I q = heads * hd, kvd = kv * hd;
@@ -160,7 +161,7 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
     Kernel a;
     a.name = "attention";
     a.cls = KernelClass::attention;
-    a.dtype = bl.amp ? hw::DType::bf16 : hw::DType::fp32;
+    a.dtype = bl.amp ? bl.math : hw::DType::fp32;
     a.sdpa = true;
     a.sdpa_masked = masked;
     a.flops = 4.0 * d(sh.micro_batch * heads) * d(sh.seq) * d(sh.seq) * d(hd) * causal;
@@ -247,6 +248,7 @@ LayerProgram framework_embedding(const TransformerSpec& m, const ProgramShape& s
   Builder bl;
   bl.compile = fw == Framework::torch_compile;
   bl.amp = amp_of(sh);
+  bl.math = math_of(sh);
   const I T = sh.micro_batch * sh.seq, h = m.hidden;
   const double Th = d(T) * d(h);
   const double tables = m.positions == Positions::learned ? 2.0 : 1.0;  // token (+ position) lookups
@@ -317,6 +319,7 @@ LayerProgram framework_head(const TransformerSpec& m, const ProgramShape& sh, Fr
   Builder bl;
   bl.compile = fw == Framework::torch_compile;
   bl.amp = amp_of(sh);
+  bl.math = math_of(sh);
   const I T = sh.micro_batch * sh.seq, h = m.hidden, V = m.vocab;
   const double Th = d(T) * d(h), TV = d(T) * d(V);
   if (m.encoder) {

@@ -546,5 +546,30 @@ TEST(FrameworkProgram, Fp32EagerDropoutHasNoCastAndFp32Bytes) {
   EXPECT_NE(find(amp.backward, "cast_grad"), nullptr);
 }
 
+TEST(FrameworkProgram, MatrixProductsRunInTheRunsMathType) {
+  // AMP with fp16 autocasts to fp16 (V100 has no bf16); tf32 keeps fp32 storage and runs
+  // convolutions and GEMMs on TF32 tensor cores; fp32 is plain fp32.
+  const std::pair<hw::DType, hw::DType> cases[] = {{hw::DType::bf16, hw::DType::bf16},
+                                                   {hw::DType::fp16, hw::DType::fp16},
+                                                   {hw::DType::tf32, hw::DType::tf32},
+                                                   {hw::DType::fp32, hw::DType::fp32}};
+  for (const auto& [precision, math] : cases) {
+    ProgramShape sh = shape(2, 0, 0);
+    sh.precision = precision;
+    const auto cnn = framework_cnn(tiny_vgg(), sh, Framework::pytorch_eager);
+    const Kernel* conv = find(cnn[0].forward, "conv");
+    ASSERT_NE(conv, nullptr);
+    EXPECT_EQ(conv->dtype, math) << hw::to_string(precision);
+    ProgramShape tsh = shape(2, 128, 0);
+    tsh.precision = precision;
+    const LayerProgram block = framework_block(tiny_gpt2(), tsh, Framework::pytorch_eager);
+    for (const Kernel& k : block.forward.segments.front().kernels) {
+      if (k.cls == KernelClass::gemm) {
+        EXPECT_EQ(k.dtype, math) << k.name << " " << hw::to_string(precision);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::workloads
