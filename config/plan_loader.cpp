@@ -212,7 +212,7 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
     spec.bucket_given = pr.has("bucket");
   }
   const bool global_price = (*doc)["prices"].IsMap() && (*doc)["prices"]["gpu_hour"].IsDefined();
-  if (const YAML::Node cur = (*doc)["prices"]["currency"]; (*doc)["prices"].IsMap() && cur.IsScalar()) spec.currency = cur.Scalar();
+  if (const YAML::Node prices = (*doc)["prices"]; prices.IsMap() && prices["currency"].IsScalar()) spec.currency = prices["currency"].Scalar();
 
   // Hardware options.
   YAML::Node hwn = root.node("hardware");
