@@ -211,6 +211,9 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
     }
     spec.bucket_given = pr.has("bucket");
   }
+  if (const YAML::Node prices = (*doc)["prices"]; prices.IsDefined() && !prices.IsNull() && !prices.IsMap()) {
+    root.error("prices", "expected a mapping such as {gpu_hour: 2.5, kwh: 0.1, currency: USD}");
+  }
   const bool global_price = (*doc)["prices"].IsMap() && (*doc)["prices"]["gpu_hour"].IsDefined();
   if (const YAML::Node prices = (*doc)["prices"]; prices.IsMap() && prices["currency"].IsScalar()) spec.currency = prices["currency"].Scalar();
 
