@@ -3,6 +3,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <limits>
 #include <sstream>
 
@@ -68,6 +70,40 @@ Location location_of(const YAML::Node& n, const std::string& file) {
   return Location{file, m.line + 1, m.column + 1};
 }
 
+namespace {
+
+// YAML requires the keys of a mapping to be unique; yaml-cpp keeps a repeated key but every lookup
+// finds the first, so the second would be ignored without a word. Reports each repeat at its line.
+// Iterative (a stack, not recursion): a fuzzed file may nest thousands deep.
+bool check_unique_keys(const YAML::Node& root, const std::string& file, LoadContext& ctx) {
+  bool ok = true;
+  std::vector<YAML::Node> todo{root};
+  std::set<int> visited;  // text positions of the collections seen: an alias (*a) is its anchor's node, walked once
+  while (!todo.empty()) {
+    const YAML::Node n = todo.back();
+    todo.pop_back();
+    if ((n.IsSequence() || n.IsMap()) && !visited.insert(n.Mark().pos).second) continue;
+    if (n.IsSequence()) {
+      for (const auto& child : n) todo.push_back(child);
+    } else if (n.IsMap()) {
+      std::map<std::string, int> seen;  // key -> its first line
+      for (const auto& kv : n) {
+        todo.push_back(kv.second);
+        if (!kv.first.IsScalar()) continue;
+        const int line = kv.first.Mark().line + 1;
+        if (auto [it, fresh] = seen.emplace(kv.first.Scalar(), line); !fresh) {
+          ctx.diagnostics.error(Location{file, line, kv.first.Mark().column + 1}, kv.first.Scalar(),
+                                fmt::format("is given twice in the same mapping (first at line {}); YAML keys must be unique", it->second));
+          ok = false;
+        }
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
 std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& file, LoadContext& ctx) {
   try {
     YAML::Node n = YAML::Load(text);
@@ -75,6 +111,7 @@ std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string&
       ctx.diagnostics.error(Location{file, 1, 1}, "", "the file is empty");
       return std::nullopt;
     }
+    if (!check_unique_keys(n, file, ctx)) return std::nullopt;
     ctx.sources.add_if_absent("", location_of(n, file));  // the first document loaded is the root
     return n;
   } catch (const YAML::ParserException& e) {

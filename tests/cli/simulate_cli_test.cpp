@@ -149,6 +149,41 @@ TEST(SimulateCli, EmptySetValueIsAnErrorNotTheDefault) {
   EXPECT_NE(r.out.find("has no value after '='"), std::string::npos) << r.out;
 }
 
+TEST(SimulateCli, ARepeatedKeyIsAnErrorAtItsLine) {
+  // yaml-cpp keeps both and every lookup finds the first: the second would be ignored silently.
+  const std::string f = temp("repeated.yaml");
+  std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 1}\n"
+                      "model: resnet50\n"
+                      "training: {global_batch: 256, micro_batch: 32}\n"
+                      "parallel: {dp: 8}\n"
+                      "parallel: {dp: 4}\n";
+  const Result r = run("simulate " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("repeated.yaml:5:1: parallel: is given twice in the same mapping (first at line 4)"), std::string::npos) << r.out;
+  // Nested too.
+  std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 1, nodes: 2}\nmodel: resnet50\ntraining: {global_batch: 256, micro_batch: 32}\n";
+  const Result nested = run("simulate " + f);
+  EXPECT_EQ(nested.code, 2);
+  EXPECT_NE(nested.out.find("nodes: is given twice"), std::string::npos) << nested.out;
+}
+
+TEST(SimulateCli, AliasesAreCheckedOnceNotExpanded) {
+  // Twelve levels of ten aliases each stand for 10^12 leaves; the repeated-key check walks each
+  // anchored node once, so this ends at once with the ordinary errors.
+  const std::string f = temp("laughs.yaml");
+  std::ofstream out(f);
+  out << "l0: &l0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n";
+  for (int i = 1; i < 12; ++i) {
+    out << "l" << i << ": &l" << i << " [";
+    for (int j = 0; j < 10; ++j) out << (j ? ", " : "") << "*l" << i - 1;
+    out << "]\n";
+  }
+  out.close();
+  const Result r = run("simulate " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("l11: unknown field"), std::string::npos) << r.out;
+}
+
 TEST(SimulateCli, OutOfMemoryIsAReportNotAnError) {
   const Result r = run("simulate " + example("gpt2-single-gpu.yaml") + " --set model=llama2-70b");
   EXPECT_EQ(r.code, 0) << r.out;
