@@ -5,6 +5,8 @@
 
 #include <charconv>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -63,11 +65,14 @@ std::map<std::string, LinkOverride> read_link_overrides(MapReader& parent, const
   std::map<std::string, LinkOverride> out;
   auto links = parent.map(key);
   if (!links) return out;
-  YAML::Node ln = parent.node(key);
-  for (auto it = ln.begin(); it != ln.end(); ++it) {
-    const std::string name = it->first.as<std::string>("");
+  // Pairs copied out first, as for params: a lookup through the reader may add to the mapping.
+  std::vector<std::pair<YAML::Node, YAML::Node>> pairs;
+  for (const auto& kv : parent.node(key)) pairs.emplace_back(kv.first, kv.second);
+  for (const auto& [name_node, value] : pairs) {
+    if (!name_node.IsScalar()) continue;  // links->finish() reports it
+    const std::string name = name_node.Scalar();
     links->node(name);
-    MapReader lr(it->second, links->field(name), parent.file(), ctx);
+    MapReader lr(value, links->field(name), parent.file(), ctx);
     LinkOverride o;
     if (auto e = lr.number("efficiency", false, 1e-3, 1.0)) o.efficiency = *e;
     if (auto t = lr.time("latency")) o.latency = *t;
@@ -127,20 +132,24 @@ std::optional<HardwareProfile> load_profile(const std::string& path, LoadContext
   r.node("source");  // free-form, echoed
   r.node("fit");
   if (auto params = r.map("params")) {
-    YAML::Node pn = r.node("params");
+    // The pairs are copied out first: looking a key up through the reader may add it to the
+    // mapping, which would invalidate an iterator over it.
+    std::vector<std::pair<YAML::Node, YAML::Node>> pairs;
+    for (const auto& kv : r.node("params")) pairs.emplace_back(kv.first, kv.second);
     workloads::StepInputs probe;  // every value is checked by setting it on a scratch copy
-    for (auto it = pn.begin(); it != pn.end(); ++it) {
-      const std::string name = it->first.as<std::string>("");
+    for (const auto& [key, value] : pairs) {
+      if (!key.IsScalar()) continue;  // params->finish() reports it
+      const std::string name = key.Scalar();
       params->node(name);
-      if (!it->second.IsScalar()) {
+      if (!value.IsScalar()) {
         params->error(name, "expected a single value");
         continue;
       }
-      if (auto st = set_model_param(probe, name, it->second.Scalar()); !st) {
+      if (auto st = set_model_param(probe, name, value.Scalar()); !st) {
         params->error(name, st.error().message);
         continue;
       }
-      p.params[name] = it->second.Scalar();
+      p.params[name] = value.Scalar();
     }
     params->finish();
   }

@@ -372,6 +372,10 @@ void MapReader::finish(const std::vector<std::string>& also_known) {
   const auto is_known = [&](const std::string& k) { return std::find(known.begin(), known.end(), k) != known.end(); };
   static const std::set<std::string> sections = {"training", "parallel", "simulation", "prices", "energy"};
   for (auto it = node_.begin(); it != node_.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      ctx_->diagnostics.error(location_of(it->first, file_), path_, "a key must be a plain name (not empty, a list or a mapping)");
+      continue;
+    }
     const std::string key = it->first.as<std::string>("");
     if (used_.count(key) || std::find(also_known.begin(), also_known.end(), key) != also_known.end()) continue;
     std::string message;

@@ -71,10 +71,15 @@ std::string lower(std::string s) {
 
 // Microseconds as written ("4559490965629.471") to integer nanoseconds, without a round trip
 // through double (16 significant digits do not survive one exactly).
+// Beyond +-9e15 us (285 years) a time is nonsense; it saturates there instead of overflowing, and
+// the checks on durations and spans downstream refuse it.
+constexpr double kMaxAbsNs = 9e18;
+std::int64_t saturated_ns(double ns) { return std::llround(std::clamp(ns, -kMaxAbsNs, kMaxAbsNs)); }
+
 std::int64_t us_text_to_ns(const std::string& text, double value) {
   const auto dot = text.find('.');
-  if (text.find_first_of("eE") != std::string::npos || text.empty()) return std::llround(value * 1000.0);
   const std::string whole = dot == std::string::npos ? text : text.substr(0, dot);
+  if (text.find_first_of("eE") != std::string::npos || text.empty() || whole.size() > 15) return saturated_ns(value * 1000.0);
   std::string frac = dot == std::string::npos ? "" : text.substr(dot + 1);
   const bool neg = !whole.empty() && whole[0] == '-';
   std::int64_t w = 0;
@@ -95,7 +100,7 @@ struct Value {
   const std::string* text = nullptr;  // strings, and floats as written
   std::int64_t as_int() const { return kind == Kind::integer ? i : kind == Kind::floating ? std::llround(f) : 0; }
   std::int64_t as_ns() const {
-    if (kind == Kind::integer) return i * 1000;
+    if (kind == Kind::integer) return saturated_ns(static_cast<double>(i) * 1000.0);
     if (kind == Kind::floating) return us_text_to_ns(*text, f);
     return 0;
   }
