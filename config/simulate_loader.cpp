@@ -426,15 +426,18 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       apply_profile(link_set, out.cluster);
     }
     if (auto params = sr->map("params")) {
-      YAML::Node pn = sr->node("params");
-      for (auto it = pn.begin(); it != pn.end(); ++it) {
-        const std::string name = it->first.as<std::string>("");
+      // Pairs copied out first: a lookup through the reader may add to the mapping being iterated.
+      std::vector<std::pair<YAML::Node, YAML::Node>> pairs;
+      for (const auto& kv : sr->node("params")) pairs.emplace_back(kv.first, kv.second);
+      for (const auto& [key, value] : pairs) {
+        if (!key.IsScalar()) continue;  // params->finish() reports it
+        const std::string name = key.Scalar();
         params->node(name);
-        if (!it->second.IsScalar()) {
+        if (!value.IsScalar()) {
           params->error(name, "expected a single value");
           continue;
         }
-        if (auto st = set_model_param(in, name, it->second.Scalar()); !st) params->error(name, st.error().message);
+        if (auto st = set_model_param(in, name, value.Scalar()); !st) params->error(name, st.error().message);
       }
       params->finish();
     }
