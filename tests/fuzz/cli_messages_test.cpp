@@ -1,0 +1,54 @@
+// Messages the command line prints after loading (not the loader's own), found by the issue-15
+// mutation run: each must name the configuration file and line it is about.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status = 0;
+  std::string out;  // stdout and stderr
+};
+
+CliRun run(const std::string& args) {
+  CliRun r;
+  FILE* p = popen((std::string(DTSIM_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) r.out += buf.data();
+  r.status = pclose(p);
+  return r;
+}
+
+fs::path write(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+TEST(FuzzCliMessages, AMissingTraceIsReportedAtTheConfigurationsModelTraceLine) {
+  const fs::path cfg = write("dtsim-cli-missing-trace.yaml", "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
+                                                             "model: {trace: no-such-trace.json}\n");
+  const CliRun r = run("simulate " + cfg.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(cfg.string() + ":2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.trace: "), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
+TEST(FuzzCliMessages, AnUnknownClusterNameIsReportedAtTheConfigurationsLine) {
+  const fs::path cfg = write("dtsim-cli-unknown-cluster.yaml", "cluster: 0.5\nmodel: gpt2-124m\ntraining: {global_batch: 8}\n");
+  const CliRun r = run("simulate " + cfg.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(cfg.string() + ":1:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--cluster"), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
+}  // namespace

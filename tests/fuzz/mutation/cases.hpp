@@ -1,0 +1,26 @@
+// The bundled files the mutation run edits, each with the command line that reads it
+// (docs/fuzzing.md, "The mutation run").
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "mutate.hpp"
+
+namespace dtsim::mutation {
+
+// One bundled file and the dtsim arguments that read it. In `args`, "{}" is the mutated file,
+// "{wrap}" a scratch file holding `wrapper` with "{}" in it replaced by the mutated file (for a
+// file that is only read through another one, a GPU through a node), "{out}" a scratch output.
+struct Base {
+  std::string file;  // relative to the source tree
+  Format format = Format::text;
+  std::vector<std::string> args;
+  std::string wrapper;
+};
+
+// Every bundled input, in a fixed order (sorted paths), from the source tree `root`.
+std::vector<Base> bundled_bases(const std::filesystem::path& root);
+
+}  // namespace dtsim::mutation
