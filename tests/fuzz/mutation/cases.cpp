@@ -24,7 +24,7 @@ std::vector<std::string> files_in(const fs::path& root, const std::string& dir, 
 
 void add_all(std::vector<Base>& bases, const fs::path& root, const std::string& dir, const std::string& ext, Format format,
              const std::vector<std::string>& args, const std::string& wrapper = {}) {
-  for (const auto& f : files_in(root, dir, ext)) bases.push_back({f, format, args, wrapper});
+  for (const auto& f : files_in(root, dir, ext)) bases.push_back({f, format, args, wrapper, {}});
 }
 
 std::string read_text(const fs::path& path) {
@@ -56,6 +56,8 @@ std::vector<Base> bundled_bases(const fs::path& root) {
   if (const auto at = node.find("\ngpu: h100-sxm\n"); at != std::string::npos) {
     node.replace(at, 15, "\ngpu: {}\n");
     add_all(b, root, "presets/gpus", ".yaml", Format::yaml, {"simulate", one_gpu, "--set", "training.precision=fp32", "--set", "cluster.node={wrap}"}, node);
+    for (auto& base : b)
+      if (!base.wrapper.empty()) base.accepted_field = "training.precision: ";
   }
   // presets/datasets: training.data takes a preset name or a mapping, not a file; not mutated.
   add_all(b, root, "presets/profiles", ".yaml", Format::yaml,
@@ -71,21 +73,22 @@ std::vector<Base> bundled_bases(const fs::path& root) {
       {"data/calibration/published/all_reduce_perf-a100.log", {"--cluster", "dgx-a100-80g"}},
       {"data/calibration/published/all_reduce_perf-h100-nvls.log", {"--cluster", "dgx-h100"}}};
   for (const auto& [file, cluster] : logs) {
-    b.push_back({file, Format::text, {"fit", "--nccl-tests", "{}", "-o", "{out}"}, {}});
+    b.push_back({file, Format::text, {"fit", "--nccl-tests", "{}", "-o", "{out}"}, {}, {}});
     std::vector<std::string> args = {"collective"};
     args.insert(args.end(), cluster.begin(), cluster.end());
     args.insert(args.end(), {"--compare", "{}"});
-    b.push_back({file, Format::text, args, {}});
+    b.push_back({file, Format::text, args, {}, {}});
   }
   add_all(b, root, "data/calibration/h100-sxm-2026-11-23", "-quick.jsonl", Format::jsonl, {"fit", "{}", "-o", "{out}"});
   add_all(b, root, "data/validation/h100-sxm-2026-11-23", ".jsonl", Format::jsonl, {"validate", "{}"});
   b.push_back({"data/validation/h100-sxm-2026-11-23/kernels/kernels-gpt-125m-b8.csv", Format::text,
                {"validate", "data/validation/h100-sxm-2026-11-23/validation-quick.jsonl", "--kernels", "{}", "--point",
                 "gpt-125m/seq1024/mb8/gpus1"},
+               {},
                {}});
   // The well-formed traces of the trace tests (the others are refused on purpose).
   for (const char* t : {"legacy-1.9.json", "pytorch-1.13.json", "small.json"})
-    b.push_back({std::string("tests/trace/data/") + t, Format::json, {"trace", "summary", "{}"}, {}});
+    b.push_back({std::string("tests/trace/data/") + t, Format::json, {"trace", "summary", "{}"}, {}, {}});
   return b;
 }
 

@@ -18,6 +18,9 @@ struct Base {
   Format format = Format::text;
   std::vector<std::string> args;
   std::string wrapper;
+  // A message on this configuration field is accepted without naming the mutated file (a GPU
+  // without a rate for the chosen precision is reported where the precision is chosen).
+  std::string accepted_field;
 };
 
 // Every bundled input, in a fixed order (sorted paths), from the source tree `root`.

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -123,7 +124,7 @@ Outcome run(const Options& opt, const std::vector<std::string>& args, const fs::
 }
 
 // What is wrong with a run of the mutated file `name`; empty when nothing is.
-std::string verdict(const Outcome& o, const std::string& name) {
+std::string verdict(const Outcome& o, const std::string& name, const std::string& accepted_field) {
   if (o.timed_out) return "hang";
   if (o.err.find("AddressSanitizer") != std::string::npos || o.err.find("LeakSanitizer") != std::string::npos ||
       o.err.find("runtime error:") != std::string::npos)
@@ -131,7 +132,8 @@ std::string verdict(const Outcome& o, const std::string& name) {
   if (o.signaled) return "signal " + std::to_string(o.signal);
   if (o.status == 0) return o.err.find("error:") != std::string::npos ? "exit 0 with an error" : "";
   if (o.err.find_first_not_of(" \t\r\n") == std::string::npos) return "silent exit " + std::to_string(o.status);
-  if (o.err.find(name) == std::string::npos) return "message without the file";
+  if (o.err.find(name) == std::string::npos && (accepted_field.empty() || o.err.find(accepted_field) == std::string::npos))
+    return "message without the file";
   return "";
 }
 
@@ -219,17 +221,30 @@ int main(int argc, char** argv) {
   opt.dtsim = fs::absolute(opt.dtsim).string();
   opt.root = fs::absolute(opt.root);
   opt.out = fs::absolute(opt.out);
-  opt.asan = read_text(opt.dtsim).find("AddressSanitizer") != std::string::npos;
+  // GCC links libasan dynamically: its entry point is named in the binary either way.
+  opt.asan = read_text(opt.dtsim).find("__asan_init") != std::string::npos;
   fs::create_directories(opt.out);
 
-  // Every base is run unmutated first: it must succeed; one slower than --max-base is left out (its
-  // edits would be as slow), and an edit may take the timeout or 5 times the original, the longer.
-  std::vector<Prepared> bases;
-  int index = 0;
-  for (const auto& base : dtsim::mutation::bundled_bases(opt.root)) {
-    std::string label = base.file + " (" + base.args[0] + ")";
-    ++index;
-    if (!opt.only.empty() && label.find(opt.only) == std::string::npos) continue;
+  // The bases (cases.cpp; --only keeps those whose label contains its text); case i edits base
+  // i mod their count, so that a case is the same edit on every machine.
+  std::vector<Base> all;
+  for (const auto& base : dtsim::mutation::bundled_bases(opt.root))
+    if (opt.only.empty() || (base.file + " (" + base.args[0] + ")").find(opt.only) != std::string::npos) all.push_back(base);
+  if (all.empty()) {
+    std::cerr << "dtsim-mutation-run: no base file to mutate\n";
+    return 2;
+  }
+  std::fprintf(stderr, "%zu base files; seed %llu\n", all.size(), static_cast<unsigned long long>(opt.seed));
+
+  // A base is run unmutated before its first edit: it must succeed; one slower than --max-base is
+  // left out (its edits would be as slow), and an edit may take the timeout or 5 times the
+  // original, the longer.
+  std::map<std::size_t, std::optional<Prepared>> prepared;
+  const auto prepare = [&](std::size_t index) -> const std::optional<Prepared>& {
+    auto it = prepared.find(index);
+    if (it != prepared.end()) return it->second;
+    const Base& base = all[index];
+    const std::string label = base.file + " (" + base.args[0] + ")";
     Prepared p{base, read_text(opt.root / base.file), opt.out / ("base-" + std::to_string(index)), {}, 0};
     mirror(opt.root, base.file, p.scratch / "tree");
     p.mutant = p.scratch / "tree" / base.file;
@@ -239,36 +254,37 @@ int main(int argc, char** argv) {
       w.replace(w.find("{}"), 2, p.mutant.string());
       write_text(p.scratch / "wrap.yaml", w);
     }
-    const Outcome o = run(opt, expand(base, p.mutant, p.scratch), p.scratch / "stderr", 600);
-    if (o.signaled || o.status != 0) {
+    // Stopped once it is over --max-base: it would be left out anyway.
+    const Outcome o = run(opt, expand(base, p.mutant, p.scratch), p.scratch / "stderr", opt.max_base_s + 0.5);
+    std::optional<Prepared> result;
+    if (o.timed_out || o.seconds > opt.max_base_s) {
+      std::fprintf(stderr, "base takes over %.1f s (--max-base), left out: %s\n", opt.max_base_s, label.c_str());
+    } else if (o.signaled || o.status != 0) {
       std::cerr << "base fails, left out: " << label << ": " << o.err.substr(0, 300) << "\n";
-      continue;
+    } else {
+      p.timeout_s = std::max(opt.timeout_s, 5 * o.seconds);
+      result = std::move(p);
     }
-    if (o.seconds > opt.max_base_s) {
-      std::fprintf(stderr, "base takes %.1f s (over --max-base), left out: %s\n", o.seconds, label.c_str());
-      continue;
-    }
-    p.timeout_s = std::max(opt.timeout_s, 5 * o.seconds);
-    bases.push_back(std::move(p));
-  }
-  if (bases.empty()) {
-    std::cerr << "dtsim-mutation-run: no base file to mutate\n";
-    return 2;
-  }
-  std::fprintf(stderr, "%zu base files; seed %llu\n", bases.size(), static_cast<unsigned long long>(opt.seed));
+    return prepared.emplace(index, std::move(result)).first->second;
+  };
 
   std::map<std::string, long> tally;
   long findings = 0;
   const long first = opt.only_case >= 0 ? opt.only_case : 0;
   const long last = opt.only_case >= 0 ? opt.only_case + 1 : opt.count;
   for (long i = first; i < last; ++i) {
-    const Prepared& p = bases[static_cast<std::size_t>(i) % bases.size()];
+    const auto& prep = prepare(static_cast<std::size_t>(i) % all.size());
+    if (!prep) {
+      ++tally["left out (base fails or is slow)"];
+      continue;
+    }
+    const Prepared& p = *prep;
     dtsim::mutation::Rng rng(opt.seed * 0x100000001B3ULL + static_cast<std::uint64_t>(i));
     const auto m = dtsim::mutation::mutate(p.original, p.base.format, rng);
     write_text(p.mutant, m.text);
     const auto args = expand(p.base, p.mutant, p.scratch);
     const Outcome o = run(opt, args, p.scratch / "stderr", p.timeout_s);
-    const std::string bad = verdict(o, p.mutant.filename().string());
+    const std::string bad = verdict(o, p.mutant.filename().string(), p.base.accepted_field);
     ++tally[bad.empty() ? (o.status == 0 ? "ok (ran)" : "ok (refused with a message)") : bad];
     if (!bad.empty()) {
       ++findings;
@@ -286,5 +302,9 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "%ld cases:", last - first);
   for (const auto& [what, n] : tally) std::fprintf(stderr, " %s %ld;", what.c_str(), n);
   std::fprintf(stderr, "\n%ld findings%s\n", findings, findings ? (" in " + (opt.out / "findings").string()).c_str() : "");
+  if (tally.size() == 1 && tally.begin()->first.rfind("left out", 0) == 0) {
+    std::cerr << "dtsim-mutation-run: every base was left out (does the dtsim binary run?)\n";
+    return 2;
+  }
   return findings == 0 ? 0 : 1;
 }
