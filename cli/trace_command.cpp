@@ -156,7 +156,7 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   auto r = trace::replay_step(topo, topo.node_template(0).spec().gpu, in);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r) {
-    print_error(r.error().to_string());
+    at_config(r.error().field.empty() ? "model.trace" : r.error().field, r.error().message);
     return kExitBadInput;
   }
   if (!json.empty()) {

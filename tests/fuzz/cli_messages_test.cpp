@@ -51,4 +51,16 @@ TEST(FuzzCliMessages, AnUnknownClusterNameIsReportedAtTheConfigurationsLine) {
   fs::remove(cfg);
 }
 
+TEST(FuzzCliMessages, ATracedStepWhoseDpDoesNotFitTheClusterNamesTheConfiguration) {
+  // The trace is the test suite's small one; dp 64 on one 8-GPU node is refused by the replay.
+  const fs::path cfg = write("dtsim-cli-trace-dp.yaml", "cluster: {node: dgx-h100, nodes: 1}\n"
+                                                         "model: {trace: " DTSIM_SOURCE_DIR "/tests/trace/data/small.json}\n"
+                                                         "parallel: {dp: 64}\n");
+  const CliRun r = run("simulate " + cfg.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(cfg.string() + ":2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parallel.dp: data-parallel size 64"), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
 }  // namespace

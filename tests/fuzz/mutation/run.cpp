@@ -298,6 +298,7 @@ int main(int argc, char** argv) {
                    m.edit.c_str(), first_line.substr(0, 240).c_str());
     }
     write_text(p.mutant, p.original);
+    if ((i + 1) % 250 == 0) std::fprintf(stderr, "%ld cases run, %ld findings\n", i + 1 - first, findings);
   }
   std::fprintf(stderr, "%ld cases:", last - first);
   for (const auto& [what, n] : tally) std::fprintf(stderr, " %s %ld;", what.c_str(), n);
