@@ -63,4 +63,15 @@ TEST(FuzzCliMessages, ATracedStepWhoseDpDoesNotFitTheClusterNamesTheConfiguratio
   fs::remove(cfg);
 }
 
+TEST(FuzzCliMessages, TraceTimesBeyondWhatNanosecondsHoldAreRefusedNotOverflowed) {
+  // Before: `ts` and `dur` were multiplied into int64 nanoseconds unchecked (UBSan: signed overflow).
+  const std::string dir = DTSIM_SOURCE_DIR "/tests/fuzz/regressions/trace/";
+  const CliRun dur = run("trace summary " + dir + "mutation-huge-dur.json");
+  EXPECT_NE(dur.status, 0) << dur.out;
+  EXPECT_NE(dur.out.find("mutation-huge-dur.json: event 1: 'dur' of 99999999999999999999 us is beyond"), std::string::npos) << dur.out;
+  const CliRun ts = run("trace summary " + dir + "mutation-huge-ts.json");
+  EXPECT_NE(ts.status, 0) << ts.out;
+  EXPECT_NE(ts.out.find("mutation-huge-ts.json: event 1: 'ts' of 9223372036854775807 us is beyond"), std::string::npos) << ts.out;
+}
+
 }  // namespace

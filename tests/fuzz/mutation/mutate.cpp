@@ -248,7 +248,8 @@ std::optional<Mutant> json_edit(const std::string& original, Rng& rng, int inden
       node.erase(victim);
       edit = "dropped " + where + "/" + std::to_string(victim);
     } else {
-      node.insert(node.begin() + static_cast<long>(victim), node[victim]);
+      const nlohmann::json copy = node[victim];  // not a reference into the array it grows
+      node.insert(node.begin() + static_cast<long>(victim), copy);
       edit = "doubled " + where + "/" + std::to_string(victim);
     }
   } else {
