@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +58,10 @@ struct Outcome {
   std::string err;
 };
 
+// What the child writes when dtsim could not be started (a binary being relinked, say): the run
+// stops rather than count it as dtsim's silent exit.
+constexpr const char* kExecFailed = "dtsim-mutation-run: cannot start dtsim: ";
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -97,6 +102,8 @@ Outcome run(const Options& opt, const std::vector<std::string>& args, const fs::
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(opt.dtsim.c_str(), argv.data());
+    const std::string why = std::string(kExecFailed) + std::strerror(errno) + "\n";
+    (void)!write(2, why.data(), why.size());
     _exit(127);
   }
   int status = 0;
@@ -284,6 +291,10 @@ int main(int argc, char** argv) {
     write_text(p.mutant, m.text);
     const auto args = expand(p.base, p.mutant, p.scratch);
     const Outcome o = run(opt, args, p.scratch / "stderr", p.timeout_s);
+    if (o.err.rfind(kExecFailed, 0) == 0) {
+      std::cerr << o.err;
+      return 2;
+    }
     const std::string bad = verdict(o, p.mutant.filename().string(), p.base.accepted_field);
     ++tally[bad.empty() ? (o.status == 0 ? "ok (ran)" : "ok (refused with a message)") : bad];
     if (!bad.empty()) {
