@@ -27,6 +27,12 @@ Status need(const Record& r, const json& obj, const char* key, const char* where
   return {};
 }
 
+// An optional field: absent, or of the kind `need` asks for (json's value() throws on another type).
+Status may(const Record& r, const json& obj, const char* key, const char* where, json::value_t kind) {
+  if (!obj.is_object() || !obj.contains(key)) return {};
+  return need(r, obj, key, where, kind);
+}
+
 }  // namespace
 
 Expected<std::vector<ValidationPoint>> validation_points(const std::vector<Record>& records, std::vector<std::string>& skipped) {
@@ -54,6 +60,26 @@ Expected<std::vector<ValidationPoint>> validation_points(const std::vector<Recor
     if (auto st = need(r, *t, "precision", "params.training", V::string); !st) return st.error();
     if (auto st = need(r, r.params, "gpus", "params", V::number_integer); !st) return st.error();
     if (auto st = need(r, r.result, "step_time_s", "result", V::number_float); !st) return st.error();
+    // The optional fields simulate_yaml and the measured range read (found by the issue-15 mutation run:
+    // a number where a boolean belongs ended the command with json's type_error).
+    for (const char* k : {"gated_mlp", "bias", "tied_embeddings"}) {
+      if (auto st = may(r, *m, k, "params.model", V::boolean); !st) return st.error();
+    }
+    for (const char* k : {"positions", "norm"}) {
+      if (auto st = may(r, *m, k, "params.model", V::string); !st) return st.error();
+    }
+    for (const char* k : {"grad_dtype", "attention", "optimizer"}) {
+      if (auto st = may(r, *t, k, "params.training", V::string); !st) return st.error();
+    }
+    for (const char* k : {"step_time_min_s", "step_time_max_s"}) {
+      if (auto st = may(r, r.result, k, "result", V::number_float); !st) return st.error();
+    }
+    if (r.params.contains("parallel") && r.params["parallel"].is_object()) {
+      if (auto st = may(r, r.params["parallel"], "bucket_bytes", "params.parallel", V::number_integer); !st) return st.error();
+    }
+    if (r.device.is_object()) {
+      if (auto st = may(r, r.device, "name", "device", V::string); !st) return st.error();
+    }
     ValidationPoint p;
     p.where = r.where();
     p.point = r.point;
@@ -70,7 +96,7 @@ Expected<std::vector<ValidationPoint>> validation_points(const std::vector<Recor
       return Error(fmt::format("{}: step_time_s, gpus and bucket_bytes must be positive", r.where()));
     }
     p.tokens_per_step = static_cast<double>((*t)["global_batch"].get<std::int64_t>()) * static_cast<double>((*t)["seq_len"].get<std::int64_t>());
-    p.device_name = r.device.value("name", std::string());
+    p.device_name = r.device.is_object() ? r.device.value("name", std::string()) : std::string();
     out.push_back(std::move(p));
   }
   return out;

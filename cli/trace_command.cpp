@@ -102,18 +102,22 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
 
 int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json) {
   const config::TraceModel& tm = *cfg.trace;
+  // Errors name the configuration (at its model.trace line), as the loader's do.
+  const auto at_config = [&](const std::string& field, const std::string& message) {
+    print_error(config::Diagnostic{tm.where, field, message}.to_string());
+  };
   auto t = trace::read_trace(tm.file);
   if (!t) {
-    print_error("model.trace: " + t.error().message);
+    at_config("model.trace", t.error().message);
     return kExitBadInput;
   }
   const auto& par = cfg.inputs.parallel;
   if (par.tp != 1 || par.pp != 1 || par.cp != 1 || par.ep != 1 || par.zero != 0) {
-    print_error("parallel: a traced step is simulated with data parallelism (DDP) only: tp, pp, cp, ep must be 1 and zero 0");
+    at_config("parallel", "a traced step is simulated with data parallelism (DDP) only: tp, pp, cp, ep must be 1 and zero 0");
     return kExitBadInput;
   }
   if (cfg.inputs.training.framework != workloads::Framework::megatron) {
-    print_error(fmt::format("training.framework: {} has no meaning for a traced step, which replays the trace's own kernels and host gaps "
+    at_config("training.framework", fmt::format("{} has no meaning for a traced step, which replays the trace's own kernels and host gaps "
                             "(whichever framework ran them); leave it out",
                             workloads::to_string(cfg.inputs.training.framework)));
     return kExitBadInput;
@@ -122,7 +126,7 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   if (!traced) {
     const std::string preset = trace::gpu_preset_for_device(t->device);
     if (preset.empty()) {
-      print_error(fmt::format("model.traced_gpu: the trace's device '{}' is not a known GPU; name the GPU it was taken on "
+      at_config("model.traced_gpu", fmt::format("the trace's device '{}' is not a known GPU; name the GPU it was taken on "
                               "(model: {{trace: FILE, traced_gpu: h100-sxm}})",
                               t->device));
       return kExitBadInput;
@@ -152,7 +156,7 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   auto r = trace::replay_step(topo, topo.node_template(0).spec().gpu, in);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r) {
-    print_error(r.error().to_string());
+    at_config(r.error().field.empty() ? "model.trace" : r.error().field, r.error().message);
     return kExitBadInput;
   }
   if (!json.empty()) {

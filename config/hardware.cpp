@@ -38,6 +38,15 @@ std::optional<double> parse_watts(const std::string& s) {
   return std::nullopt;
 }
 
+// GPUs the topology builds: every GPU of every node, with its PCIe tree and NICs, also those that
+// gpus_per_node leaves unused (a million single-GPU DGX nodes build eight million NICs: found by
+// the issue-15 mutation run, 5 GB before the fabric refused them).
+static long long built_gpus(const std::vector<hw::NodeGroup>& groups) {
+  long long gpus = 0;
+  for (const auto& g : groups) gpus += static_cast<long long>(g.count) * std::max(g.gpus_per_node, g.node.gpus);
+  return gpus;
+}
+
 bool looks_like_path(const std::string& s) {
   auto ends_with = [&](std::string_view suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
   return s.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml");
@@ -427,9 +436,7 @@ std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {
   }
   // Refused here, naming the limit, rather than by the memory the topology would take (about
   // 1.2 kB a GPU: 1.25 GB for a million, measured with dtsim simulate).
-  long long gpus = 0;
-  for (const auto& g : c.groups) gpus += static_cast<long long>(g.count) * (g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus);
-  if (gpus > kMaxClusterGpus) {
+  if (const long long gpus = built_gpus(c.groups); gpus > kMaxClusterGpus) {
     r.error("nodes", fmt::format("{} GPUs in all is beyond the {} GPUs a cluster may have", gpus, kMaxClusterGpus));
   }
   r.finish();
@@ -439,6 +446,10 @@ std::optional<hw::ClusterSpec> HardwareLoader::cluster(MapReader& r) {
 }
 
 std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadContext& ctx) {
+  return load_cluster(req, ctx, Location{"--cluster", 0, 0});
+}
+
+std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadContext& ctx, const Location& where) {
   HardwareLoader hl(ctx);
   std::optional<hw::ClusterSpec> spec;
   const std::size_t errors = ctx.diagnostics.size();
@@ -447,7 +458,7 @@ std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadConte
     // A node preset: N of them on the node's reference fabric.
     YAML::Node doc(YAML::NodeType::Map);
     doc["node"] = req.name_or_path;
-    MapReader r(doc, "", "--cluster", ctx);
+    MapReader r(doc, "", where.file, ctx);
     spec = hl.cluster(r);
   } else {
     const bool is_file = looks_like_path(req.name_or_path);
@@ -456,12 +467,12 @@ std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadConte
       const auto nodes = preset_names("nodes");
       names.insert(names.end(), nodes.begin(), nodes.end());
       const std::string hint = closest(req.name_or_path, names);
-      ctx.diagnostics.error(Location{"--cluster", 0, 0}, "cluster",
+      ctx.diagnostics.error(where, "cluster",
                             fmt::format("unknown cluster or node preset '{}'{} (known: {}; or give a path to a YAML file)",
                                         req.name_or_path, hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint), join(names)));
       return std::nullopt;
     }
-    auto doc = hl.resolve("clusters", req.name_or_path, Location{"--cluster", 0, 0}, "cluster");
+    auto doc = hl.resolve("clusters", req.name_or_path, where, "cluster");
     if (!doc) return std::nullopt;
     MapReader r(doc->first, "", doc->second, ctx);
     spec = hl.cluster(r);
@@ -478,9 +489,7 @@ std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadConte
     for (auto& g : spec->groups) g.gpus_per_node = *req.gpus_per_node;
   }
   if (req.nodes || req.gpus_per_node) {
-    long long gpus = 0;
-    for (const auto& g : spec->groups) gpus += static_cast<long long>(g.count) * (g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus);
-    if (gpus > kMaxClusterGpus) {
+    if (const long long gpus = built_gpus(spec->groups); gpus > kMaxClusterGpus) {
       ctx.diagnostics.error(Location{req.nodes ? "--nodes" : "--gpus-per-node", 0, 0}, req.nodes ? "nodes" : "gpus_per_node",
                             fmt::format("{} GPUs in all is beyond the {} GPUs a cluster may have", gpus, kMaxClusterGpus));
       return std::nullopt;

@@ -62,6 +62,9 @@ struct ClusterRequest {
 // Resolves a cluster request. A node preset becomes N such nodes joined by the node's reference
 // fabric. Problems are reported to ctx.diagnostics; returns nullopt if there were any.
 std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadContext& ctx);
+// The same, with errors about the name placed at `where` (a configuration's `cluster:` line)
+// rather than at the --cluster option.
+std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadContext& ctx, const Location& where);
 
 // A power such as "700 W" or "1.2 kW", in watts (non-negative).
 std::optional<double> parse_watts(const std::string& s);

@@ -55,7 +55,7 @@ void LoadContext::report(const Error& e) { diagnostics.error(sources.find(e.fiel
 std::string resolve_path(const std::string& ref, const std::string& from_file) {
   namespace fs = std::filesystem;
   const fs::path p(ref);
-  if (p.is_absolute() || from_file.empty()) return ref;
+  if (ref.empty() || p.is_absolute() || from_file.empty()) return ref;
   std::error_code ec;
   const fs::path from(from_file);
   if (!fs::is_regular_file(from, ec)) return ref;  // presets and command-line pseudo-files

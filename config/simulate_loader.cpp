@@ -228,6 +228,7 @@ TraceModel load_trace_model(MapReader& root, const std::string& path, LoadContex
   MapReader mr(root.node("model"), "model", path, ctx);
   TraceModel tm;
   if (auto v = mr.string("trace", true)) tm.file = resolve_path(*v, path);
+  tm.where = location_of(root.node("model")["trace"], path);
   if (mr.has("traced_gpu")) {
     HardwareLoader hl(ctx);
     tm.traced_gpu = hl.gpu(mr, "traced_gpu");
@@ -268,7 +269,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (!cn.IsDefined() || cn.IsNull()) {
     root.error("cluster", "is required (a cluster or node preset, a file, or {node: ..., nodes: N, fabric: {...}})");
   } else if (cn.IsScalar()) {
-    if (auto c = load_cluster(ClusterRequest{resolve_path(cn.Scalar(), path), std::nullopt, std::nullopt}, ctx)) {
+    if (auto c = load_cluster(ClusterRequest{resolve_path(cn.Scalar(), path), std::nullopt, std::nullopt}, ctx, location_of(cn, path))) {
       out.cluster = *c;
       cluster_loaded = true;
     }
@@ -399,6 +400,24 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     root.error("parallel", "schedule interleaved-1f1b needs virtual_stages >= 2");
   }
   if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1) p.bucket = Bytes::MiB(25);  // PyTorch DDP
+
+  // Micro-batches per pipeline and step: each is simulated, so a huge count is refused up front
+  // rather than simulated for minutes (found by the issue-15 mutation run: GPT-2 124M eager at
+  // global_batch 8,000,000 and micro_batch 8, a million micro-batches, simulated for 15 s).
+  if (!out.trace && cluster_loaded && t.micro_batch > 0 && t.global_batch > 0) {
+    long long gpus = 0;
+    for (const auto& g : out.cluster.groups) gpus += static_cast<long long>(g.count) * (g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus);
+    const long long model_parallel = static_cast<long long>(p.tp) * p.pp * p.cp;
+    const long long dp = p.dp > 0 ? p.dp : std::max(1LL, gpus / std::max(1LL, model_parallel));
+    const long long micro_batches = t.global_batch / (t.micro_batch * dp);
+    if (micro_batches > kMaxMicroBatches) {
+      const YAML::Node tn = root.node("training");
+      ctx.diagnostics.error(location_of(tn.IsMap() && tn["global_batch"] ? tn["global_batch"] : tn, path), "training.global_batch",
+                            fmt::format("{} micro-batches per step (global_batch {} / (micro_batch {} x dp {})) is beyond the {} a "
+                                        "step may have; raise micro_batch",
+                                        micro_batches, t.global_batch, t.micro_batch, dp, kMaxMicroBatches));
+    }
+  }
 
   // A calibrated profile first; the file's own parameters and --set override it.
   if (profile != nullptr) {

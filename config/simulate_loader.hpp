@@ -17,8 +17,12 @@ namespace dtsim::config {
 
 // `model: {trace: FILE, traced_gpu: GPU, gradients_from: MODEL}`: a profiled step instead of a
 // model (docs/traces.md). The trace itself is read by the command, not here.
+// Micro-batches per pipeline and step a configuration may ask for (docs/config.md, "Limits").
+inline constexpr long long kMaxMicroBatches = 65'536;
+
 struct TraceModel {
   std::string file;                          // resolved against the config's folder
+  Location where;                            // the configuration's `model.trace` line, for messages
   std::optional<hw::GpuSpec> traced_gpu;     // default: from the trace's device name
   std::optional<std::int64_t> gradient_params;  // parameters of `gradients_from`, when named
   std::string gradients_from;

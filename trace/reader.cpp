@@ -178,6 +178,8 @@ class Handler {
   bool top_array() const { return top_array_; }
   bool saw_events() const { return saw_events_; }
   bool has_error() const { return has_error_; }
+  // The first event time beyond its limit ("event N: ts ..."); empty when none.
+  const std::string& bad_time() const { return bad_time_; }
   std::size_t error_pos() const { return error_pos_; }
   const std::string& error_what() const { return error_what_; }
 
@@ -193,6 +195,20 @@ class Handler {
   // Inside an event's args: stack = [top, events, event, args, ...].
   bool in_args() const { return stack_.size() >= 4 && event_open() && stack_[2].key == "args" && !stack_[3].array; }
   const std::string& arg_key() const { return stack_[3].key; }
+
+  // Times are kept as integer nanoseconds: a timestamp beyond 4e15 us (epoch microseconds reach
+  // year 2096) or a duration beyond 1e11 us (28 hours) would overflow them, or their sums, and is
+  // refused (found by the issue-15 mutation run: ts 99999999999999999999 overflowed in us_text_to_ns).
+  bool time_fits(const std::string& k, const Value& v) {
+    const double us = v.kind == Value::Kind::integer ? static_cast<double>(v.i) : v.f;
+    const double limit = k == "ts" ? 4e15 : 1e11;
+    if (std::fabs(us) <= limit) return true;
+    if (bad_time_.empty()) {
+      bad_time_ = fmt::format("event {}: '{}' of {} us is beyond the {:g} us dtsim reads", t_.events, k,
+                              v.kind == Value::Kind::integer ? std::to_string(v.i) : *v.text, limit);
+    }
+    return false;
+  }
 
   bool value(const Value& v) {
     if (stack_.size() == 1) {
@@ -216,6 +232,7 @@ class Handler {
     if (k == "ph" && v.kind == Value::Kind::string) ev_.ph = *v.text;
     else if (k == "cat" && v.kind == Value::Kind::string) ev_.cat = *v.text;
     else if (k == "name" && v.kind == Value::Kind::string) ev_.name = *v.text;
+    else if ((k == "ts" || k == "dur") && v.numeric() && !time_fits(k, v)) return;
     else if (k == "ts" && v.numeric()) ev_.ts = v.as_ns(), ev_.has_ts = true;
     else if (k == "dur" && v.numeric()) ev_.dur = v.as_ns(), ev_.has_dur = true;
     else if (k == "tid" && v.numeric()) ev_.tid = v.as_int();
@@ -277,6 +294,7 @@ class Handler {
   RawEvent ev_;
   bool top_object_ = false, top_array_ = false, saw_events_ = false;
   bool has_error_ = false;
+  std::string bad_time_;
   std::size_t error_pos_ = 0;
   std::string error_token_, error_what_;
 };
@@ -321,6 +339,7 @@ Expected<Trace> read_trace(const std::string& path) {
                              buf.delivered(), gz_note));
   }
   if (t.events == 0) return Error(fmt::format("{}: empty trace: 'traceEvents' holds no events", path));
+  if (!h.bad_time().empty()) return Error(fmt::format("{}: {}", path, h.bad_time()));
   std::vector<const Annotation*> steps;
   for (const auto& a : t.annotations) {
     if (!a.gpu && a.name.rfind("ProfilerStep#", 0) == 0) steps.push_back(&a);

@@ -1,0 +1,77 @@
+// Messages the command line prints after loading (not the loader's own), found by the issue-15
+// mutation run: each must name the configuration file and line it is about.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status = 0;
+  std::string out;  // stdout and stderr
+};
+
+CliRun run(const std::string& args) {
+  CliRun r;
+  FILE* p = popen((std::string(DTSIM_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) r.out += buf.data();
+  r.status = pclose(p);
+  return r;
+}
+
+fs::path write(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+TEST(FuzzCliMessages, AMissingTraceIsReportedAtTheConfigurationsModelTraceLine) {
+  const fs::path cfg = write("dtsim-cli-missing-trace.yaml", "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
+                                                             "model: {trace: no-such-trace.json}\n");
+  const CliRun r = run("simulate " + cfg.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(cfg.string() + ":2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.trace: "), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
+TEST(FuzzCliMessages, AnUnknownClusterNameIsReportedAtTheConfigurationsLine) {
+  const fs::path cfg = write("dtsim-cli-unknown-cluster.yaml", "cluster: 0.5\nmodel: gpt2-124m\ntraining: {global_batch: 8}\n");
+  const CliRun r = run("simulate " + cfg.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(cfg.string() + ":1:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--cluster"), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
+TEST(FuzzCliMessages, ATracedStepWhoseDpDoesNotFitTheClusterNamesTheConfiguration) {
+  // The trace is the test suite's small one; dp 64 on one 8-GPU node is refused by the replay.
+  const fs::path cfg = write("dtsim-cli-trace-dp.yaml", "cluster: {node: dgx-h100, nodes: 1}\n"
+                                                         "model: {trace: " DTSIM_SOURCE_DIR "/tests/trace/data/small.json}\n"
+                                                         "parallel: {dp: 64}\n");
+  const CliRun r = run("simulate " + cfg.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(cfg.string() + ":2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parallel.dp: data-parallel size 64"), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
+TEST(FuzzCliMessages, TraceTimesBeyondWhatNanosecondsHoldAreRefusedNotOverflowed) {
+  // Before: `ts` and `dur` were multiplied into int64 nanoseconds unchecked (UBSan: signed overflow).
+  const std::string dir = DTSIM_SOURCE_DIR "/tests/fuzz/regressions/trace/";
+  const CliRun dur = run("trace summary " + dir + "mutation-huge-dur.json");
+  EXPECT_NE(dur.status, 0) << dur.out;
+  EXPECT_NE(dur.out.find("mutation-huge-dur.json: event 1: 'dur' of 99999999999999999999 us is beyond"), std::string::npos) << dur.out;
+  const CliRun ts = run("trace summary " + dir + "mutation-huge-ts.json");
+  EXPECT_NE(ts.status, 0) << ts.out;
+  EXPECT_NE(ts.out.find("mutation-huge-ts.json: event 1: 'ts' of 9223372036854775807 us is beyond"), std::string::npos) << ts.out;
+}
+
+}  // namespace
