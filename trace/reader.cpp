@@ -69,12 +69,13 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Microseconds as written ("4559490965629.471") to integer nanoseconds, without a round trip
-// through double (16 significant digits do not survive one exactly).
 // Beyond +-9e15 us (285 years) a time is nonsense; it saturates there instead of overflowing, and
-// the checks on durations and spans downstream refuse it.
+// the limits on ts and dur refuse it.
 constexpr double kMaxAbsNs = 9e18;
 std::int64_t saturated_ns(double ns) { return std::llround(std::clamp(ns, -kMaxAbsNs, kMaxAbsNs)); }
+
+// Microseconds as written ("4559490965629.471") to integer nanoseconds, without a round trip
+// through double (16 significant digits do not survive one exactly).
 
 std::int64_t us_text_to_ns(const std::string& text, double value) {
   const auto dot = text.find('.');
