@@ -215,7 +215,10 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
     root.error("prices", "expected a mapping such as {gpu_hour: 2.5, kwh: 0.1, currency: USD}");
   }
   const bool global_price = (*doc)["prices"].IsMap() && (*doc)["prices"]["gpu_hour"].IsDefined();
-  if (const YAML::Node prices = (*doc)["prices"]; prices.IsMap() && prices["currency"].IsScalar()) spec.currency = prices["currency"].Scalar();
+  if (const YAML::Node prices = (*doc)["prices"]; prices.IsMap()) {
+    // A const lookup of an absent key gives an invalid node: IsDefined() first (Type() would throw).
+    if (const YAML::Node cur = prices["currency"]; cur.IsDefined() && cur.IsScalar()) spec.currency = cur.Scalar();
+  }
 
   // Hardware options.
   YAML::Node hwn = root.node("hardware");
