@@ -304,6 +304,11 @@ std::optional<hw::NodeSpec> HardwareLoader::node_from(MapReader& r) {
   n.cpus = static_cast<int>(r.integer("cpus", false, 1, 16).value_or(1));
   if (r.has("cpu_interconnect")) n.cpu_link = link_type(r, "cpu_interconnect", false);
   else r.node("cpu_interconnect");
+  // Refused here, in the node's own file, rather than when the topology is built (where the error
+  // named only the configuration that used the node: found by the issue-15 mutation run).
+  if (n.cpus > 1 && !r.has("cpu_interconnect")) {
+    r.error("cpus", fmt::format("{} CPU sockets need a cpu_interconnect link between them (e.g. upi-sapphire-rapids)", n.cpus));
+  }
   if (auto nv = r.map("nvlink")) {
     const std::string topo = nv->string("topology").value_or("none");
     if (topo == "nvswitch") n.nvlink_topology = hw::NvlinkTopology::nvswitch;
