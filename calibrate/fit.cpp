@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 #include <set>
 
 #include <fmt/format.h>
@@ -47,6 +48,33 @@ Expected<std::string> text(const Record& r, const json& obj, const char* key, co
     return Error(fmt::format("{}: {} record '{}' has no string \"{}.{}\"", r.where(), r.suite, r.point, where_name, key));
   }
   return it->get<std::string>();
+}
+
+// An optional field of the kind of `fallback` (json's value() throws type_error on another kind:
+// found by the issue-15 mutation run, a number for params.in_place).
+template <class T>
+Expected<T> optional_field(const Record& r, const json& obj, const char* key, T fallback) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  bool ok = false;
+  if constexpr (std::is_same_v<T, bool>) ok = it->is_boolean();
+  else if constexpr (std::is_integral_v<T>) ok = it->is_number_integer() && it->get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                                                 it->get<std::int64_t>() <= std::numeric_limits<T>::max();
+  else ok = it->is_string();
+  if (!ok) {
+    return Error(fmt::format("{}: {} record '{}': \"params.{}\" must be {}", r.where(), r.suite, r.point, key,
+                             std::is_same_v<T, bool> ? "true or false" : std::is_integral_v<T> ? "a whole number in range" : "a string"));
+  }
+  return it->get<T>();
+}
+
+// A count or size read as a number, within what the integer it becomes holds.
+Expected<double> whole(const Record& r, const json& obj, const char* key, const char* where_name, double max) {
+  auto v = number(r, obj, key, where_name);
+  if (v && !(std::fabs(*v) <= max)) {
+    return Error(fmt::format("{}: {} record '{}': \"{}.{}\" of {} is beyond {:g}", r.where(), r.suite, r.point, where_name, key, *v, max));
+  }
+  return v;
 }
 
 Expected<double> positive_time(const Record& r) {
@@ -90,15 +118,18 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
       const auto dtype = hw::parse_dtype(dt);
       if (!dtype) return Error(fmt::format("{}: unknown dtype '{}'", r.where(), dt));
       g.dtype = *dtype;
-      DTSIM_TRY(m, number(r, r.params, "m", "params"));
-      DTSIM_TRY(n, number(r, r.params, "n", "params"));
-      DTSIM_TRY(k, number(r, r.params, "k", "params"));
+      DTSIM_TRY(m, whole(r, r.params, "m", "params", 1e15));
+      DTSIM_TRY(n, whole(r, r.params, "n", "params", 1e15));
+      DTSIM_TRY(k, whole(r, r.params, "k", "params", 1e15));
       g.m = static_cast<std::int64_t>(m);
       g.n = static_cast<std::int64_t>(n);
       g.k = static_cast<std::int64_t>(k);
-      if (r.params.contains("batch")) g.batch = r.params.value("batch", std::int64_t{1});
-      g.in_bytes = r.params.value("a_bytes", hw::dtype_bytes(g.dtype));
-      g.out_bytes = r.params.value("c_bytes", g.dtype == hw::DType::fp8 ? 2 : hw::dtype_bytes(g.dtype));
+      DTSIM_TRY(batch, optional_field<std::int64_t>(r, r.params, "batch", 1));
+      DTSIM_TRY(a_bytes, optional_field(r, r.params, "a_bytes", hw::dtype_bytes(g.dtype)));
+      DTSIM_TRY(c_bytes, optional_field(r, r.params, "c_bytes", g.dtype == hw::DType::fp8 ? 2 : hw::dtype_bytes(g.dtype)));
+      g.batch = batch;
+      g.in_bytes = a_bytes;
+      g.out_bytes = c_bytes;
       if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return Error(fmt::format("{}: GEMM sizes must be positive", r.where()));
       g.time_s = t;
       g.where = r.where();
@@ -122,9 +153,12 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
     } else if (r.suite == "hostlink") {
       DTSIM_TRY(what, text(r, r.params, "what", "params"));
       DTSIM_TRY(bytes, number(r, r.params, "bytes", "params"));
+      DTSIM_TRY(pinned, optional_field(r, r.params, "pinned", true));
+      DTSIM_TRY(src, optional_field(r, r.params, "src", 0));
+      DTSIM_TRY(dst, optional_field(r, r.params, "dst", 0));
       std::string w = what;
-      if (what == "h2d" || what == "d2h") w += r.params.value("pinned", true) ? ".pinned" : ".pageable";
-      if (what == "p2p") w += fmt::format(".{}-{}", r.params.value("src", 0), r.params.value("dst", 0));
+      if (what == "h2d" || what == "d2h") w += pinned ? ".pinned" : ".pageable";
+      if (what == "p2p") w += fmt::format(".{}-{}", src, dst);
       d.links.push_back(LinkSample{w, bytes, t, r.where()});
     } else {  // nccl
       CollectiveSample c;
@@ -132,13 +166,16 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
       const auto op = parse_coll_op(opname);
       if (!op) return Error(fmt::format("{}: unknown collective '{}'", r.where(), opname));
       c.op = *op;
-      DTSIM_TRY(bytes, number(r, r.params, "bytes", "params"));
-      DTSIM_TRY(ranks, number(r, r.params, "ranks", "params"));
+      DTSIM_TRY(bytes, whole(r, r.params, "bytes", "params", 1e18));
+      DTSIM_TRY(ranks, whole(r, r.params, "ranks", "params", 1e9));
+      DTSIM_TRY(nodes, optional_field(r, r.params, "nodes", 1));
+      DTSIM_TRY(in_place, optional_field(r, r.params, "in_place", false));
+      DTSIM_TRY(algo, optional_field(r, r.params, "algo", std::string()));
       c.bytes = static_cast<std::int64_t>(bytes);
       c.ranks = static_cast<int>(ranks);
-      c.nodes = r.params.value("nodes", 1);
-      c.in_place = r.params.value("in_place", false);
-      c.algo_label = r.params.value("algo", std::string());
+      c.nodes = nodes;
+      c.in_place = in_place;
+      c.algo_label = algo;
       c.time_s = t;
       c.where = r.where();
       if (c.ranks < 1 || c.nodes < 1 || c.bytes < 0) return Error(fmt::format("{}: ranks and nodes must be positive", r.where()));

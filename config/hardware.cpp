@@ -161,10 +161,19 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
   g.architecture = r.string("architecture").value_or("");
   g.compute_capability = r.string("compute_capability").value_or("");
   if (auto peak = r.map("peak", true)) {
+    bool any = false;  // a rate refused below is not also "no dtype"
     for (hw::DType d : hw::kAllDTypes) {
-      if (auto rate = peak->flop_rate(std::string(hw::to_string(d)))) g.peak[d] = *rate;
+      const std::string key(hw::to_string(d));
+      any = any || peak->has(key);
+      if (auto rate = peak->flop_rate(key)) {
+        // Below 1 GFLOP/s (the slowest preset, M40 fp64, has 0.2 TFLOP/s) a step's compute times
+        // overflow simulated time (int64 picoseconds, 106 days): found by the issue-15 mutation
+        // run (fp32: 1e-9 TFLOP/s ended in the simulator's "event in the past" assertion).
+        if (rate->flops_per_s() < 1e9) peak->error(key, "below 1 GFLOP/s is not a GPU's peak rate (dtsim's time would overflow)");
+        else g.peak[d] = *rate;
+      }
     }
-    if (g.peak.empty()) peak->error_here("needs at least one dtype (fp64, fp32, tf32, bf16, fp16, fp8)");
+    if (!any) peak->error_here("needs at least one dtype (fp64, fp32, tf32, bf16, fp16, fp8)");
     peak->finish();
   }
   if (auto mem = r.map("memory", true)) {
@@ -172,7 +181,10 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
       if (c->count() <= 0) mem->error("capacity", "must be positive");
       g.memory = *c;
     }
-    if (auto b = mem->bandwidth("bandwidth", true)) g.memory_bandwidth = *b;
+    if (auto b = mem->bandwidth("bandwidth", true)) {
+      if (b->bytes_per_s() < 1e9) mem->error("bandwidth", "below 1 GB/s is not a GPU's memory bandwidth (dtsim's time would overflow)");
+      g.memory_bandwidth = *b;
+    }
     g.memory_kind = mem->string("kind").value_or("");
     mem->finish();
   }
@@ -304,6 +316,11 @@ std::optional<hw::NodeSpec> HardwareLoader::node_from(MapReader& r) {
   n.cpus = static_cast<int>(r.integer("cpus", false, 1, 16).value_or(1));
   if (r.has("cpu_interconnect")) n.cpu_link = link_type(r, "cpu_interconnect", false);
   else r.node("cpu_interconnect");
+  // Refused here, in the node's own file, rather than when the topology is built (where the error
+  // named only the configuration that used the node: found by the issue-15 mutation run).
+  if (n.cpus > 1 && !r.has("cpu_interconnect")) {
+    r.error("cpus", fmt::format("{} CPU sockets need a cpu_interconnect link between them (e.g. upi-sapphire-rapids)", n.cpus));
+  }
   if (auto nv = r.map("nvlink")) {
     const std::string topo = nv->string("topology").value_or("none");
     if (topo == "nvswitch") n.nvlink_topology = hw::NvlinkTopology::nvswitch;

@@ -1,6 +1,7 @@
 // Messages the command line prints after loading (not the loader's own), found by the issue-15
 // mutation run: each must name the configuration file and line it is about.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -72,6 +73,28 @@ TEST(FuzzCliMessages, TraceTimesBeyondWhatNanosecondsHoldAreRefusedNotOverflowed
   const CliRun ts = run("trace summary " + dir + "mutation-huge-ts.json");
   EXPECT_NE(ts.status, 0) << ts.out;
   EXPECT_NE(ts.out.find("mutation-huge-ts.json: event 1: 'ts' of 9223372036854775807 us is beyond"), std::string::npos) << ts.out;
+}
+
+TEST(FuzzCliMessages, AnInfiniteTimeInAnNcclTestsLogIsRefusedAtItsLineNotACrash) {
+  // Before: from_chars read "inf", and `dtsim fit --nccl-tests` died of a segmentation fault.
+  const std::string log = DTSIM_SOURCE_DIR "/tests/fuzz/regressions/nccl_tests/all_reduce_perf-inf-time.log";
+  const fs::path out = fs::temp_directory_path() / "dtsim-cli-inf-time.yaml";
+  const CliRun r = run("fit --nccl-tests " + log + " -o " + out.string());
+  EXPECT_EQ(WEXITSTATUS(r.status), 2) << r.out;
+  EXPECT_NE(r.out.find("all_reduce_perf-inf-time.log:24: cannot read this nccl-tests row (time, algbw, busbw and #wrong must be finite"),
+            std::string::npos)
+      << r.out;
+  fs::remove(out);
+}
+
+TEST(FuzzCliMessages, ANodeFileWithTwoSocketsAndNoInterconnectIsRefusedInThatFile) {
+  const fs::path node = write("dtsim-cli-node-no-upi.yaml", "name: two-socket\ngpu: h100-sxm\ngpus: 1\ncpus: 2\n"
+                                                            "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0], nics: []}]}\n");
+  const CliRun r = run("simulate " DTSIM_SOURCE_DIR "/examples/simulate/gpt2-single-gpu.yaml --set cluster.node=" + node.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(node.string() + ":4:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 CPU sockets need a cpu_interconnect link"), std::string::npos) << r.out;
+  fs::remove(node);
 }
 
 }  // namespace

@@ -129,4 +129,16 @@ TEST(FuzzMessages, AValidationRecordWithANumberForABooleanIsRefusedWithItsLine) 
   std::filesystem::remove(file);
 }
 
+TEST(FuzzMessages, AGpuPeakRateOrMemoryBandwidthTooSmallForSimulatedTimeIsRefused) {
+  // fp32 at 1e-9 TFLOP/s made a step's compute time overflow int64 picoseconds (an assertion).
+  const std::string node_head = "cluster:\n  node:\n    name: n\n    gpus: 1\n    pcie: {link: pcie4-x16, switches: [{cpu: 0, gpus: [0], nics: []}]}\n";
+  const std::string gpu_rest = "      memory: {capacity: 80 GiB, bandwidth: 2 TB/s}\n      sms: 100\n";
+  const std::string training = "model: gpt2-124m\ntraining: {global_batch: 8, precision: fp32}\n";
+  expect_one_error(node_head + "    gpu:\n      name: slow\n      peak: {fp32: 1e-9 TFLOP/s}\n" + gpu_rest + training,
+                   "cluster.node.gpu.peak.fp32", "below 1 GFLOP/s");
+  expect_one_error(node_head + "    gpu:\n      name: slow\n      peak: {fp32: 10 TFLOP/s}\n      memory: {capacity: 80 GiB, bandwidth: 1 KB/s}\n"
+                   "      sms: 100\n" + training,
+                   "cluster.node.gpu.memory.bandwidth", "below 1 GB/s");
+}
+
 }  // namespace
