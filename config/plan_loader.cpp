@@ -211,8 +211,12 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
     }
     spec.bucket_given = pr.has("bucket");
   }
-  const bool global_price = (*doc)["prices"].IsMap() && (*doc)["prices"]["gpu_hour"].IsDefined();
-  if (const YAML::Node cur = (*doc)["prices"]["currency"]; (*doc)["prices"].IsMap() && cur.IsScalar()) spec.currency = cur.Scalar();
+  // prices must be a mapping here: each option's price is later set inside it (a list there made
+  // the error name --set, not this file: found by the issue-15 mutation run).
+  const YAML::Node prices = root.node("prices");
+  if (prices.IsDefined() && !prices.IsNull() && !prices.IsMap()) root.error("prices", "expected a mapping (gpu_hour, kwh, currency)");
+  const bool global_price = prices.IsMap() && prices["gpu_hour"].IsDefined();
+  if (prices.IsMap() && prices["currency"].IsScalar()) spec.currency = prices["currency"].Scalar();
 
   // Hardware options.
   YAML::Node hwn = root.node("hardware");
