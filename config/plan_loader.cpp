@@ -211,11 +211,12 @@ std::optional<PlanSpec> load_plan_spec(const std::string& path, LoadContext& ctx
     }
     spec.bucket_given = pr.has("bucket");
   }
-  if (const YAML::Node prices = (*doc)["prices"]; prices.IsDefined() && !prices.IsNull() && !prices.IsMap()) {
-    root.error("prices", "expected a mapping such as {gpu_hour: 2.5, kwh: 0.1, currency: USD}");
-  }
-  const bool global_price = (*doc)["prices"].IsMap() && (*doc)["prices"]["gpu_hour"].IsDefined();
-  if (const YAML::Node prices = (*doc)["prices"]; prices.IsMap()) {
+  // prices must be a mapping here: each option's price is later set inside it (a list there made
+  // the error name --set, not this file: found by the issue-15 mutation run).
+  const YAML::Node prices = root.node("prices");
+  if (prices.IsDefined() && !prices.IsNull() && !prices.IsMap()) root.error("prices", "expected a mapping (gpu_hour, kwh, currency)");
+  const bool global_price = prices.IsMap() && prices["gpu_hour"].IsDefined();
+  if (prices.IsMap()) {
     // A const lookup of an absent key gives an invalid node: IsDefined() first (Type() would throw).
     if (const YAML::Node cur = prices["currency"]; cur.IsDefined() && cur.IsScalar()) spec.currency = cur.Scalar();
   }

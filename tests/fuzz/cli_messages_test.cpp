@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -95,6 +96,21 @@ TEST(FuzzCliMessages, ANodeFileWithTwoSocketsAndNoInterconnectIsRefusedInThatFil
   EXPECT_NE(r.out.find(node.string() + ":4:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 CPU sockets need a cpu_interconnect link"), std::string::npos) << r.out;
   fs::remove(node);
+}
+
+TEST(FuzzCliMessages, APlanWhosePricesAreAListIsRefusedAtItsLineNotAtSet) {
+  std::ifstream in(DTSIM_SOURCE_DIR "/examples/plans/gpt3-6.7b-small-cluster.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("prices: {currency: USD}");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 23, "prices: [1]");
+  const fs::path plan = write("dtsim-cli-plan-prices.yaml", text);
+  const CliRun r = run("plan -j 1 " + plan.string());
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(plan.string() + ":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prices: expected a mapping"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--set"), std::string::npos) << r.out;
+  fs::remove(plan);
 }
 
 }  // namespace

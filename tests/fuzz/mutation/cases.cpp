@@ -51,6 +51,9 @@ std::vector<Base> bundled_bases(const fs::path& root) {
   add_all(b, root, "presets/nodes", ".yaml", Format::yaml,
           {"simulate", one_gpu, "--set", "training.precision=fp32", "--set", "cluster.node={}"});
   add_all(b, root, "presets/models", ".yaml", Format::yaml, {"simulate", one_gpu, "--set", "training.seq_len=512", "--set", "model={}"});
+  // A model whose max_seq an edit shrank below the configuration's seq_len: reported at seq_len.
+  for (auto& base : b)
+    if (base.file.rfind("presets/models/", 0) == 0) base.accepted_field = "training.seq_len: ";
   // A GPU file is read through a node: DGX H100's, its `gpu:` pointing at the mutated file.
   std::string node = read_text(root / "presets/nodes/dgx-h100.yaml");
   if (const auto at = node.find("\ngpu: h100-sxm\n"); at != std::string::npos) {

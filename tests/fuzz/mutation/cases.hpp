@@ -19,7 +19,8 @@ struct Base {
   std::vector<std::string> args;
   std::string wrapper;
   // A message on this configuration field is accepted without naming the mutated file (a GPU
-  // without a rate for the chosen precision is reported where the precision is chosen).
+  // without a rate for the chosen precision is reported where the precision is chosen, a model
+  // with fewer learned positions than the sequence where seq_len is).
   std::string accepted_field;
 };
 
