@@ -70,7 +70,7 @@ int run(const Options& o) {
                result->enumerated, wall, o.jobs > 0 ? o.jobs : planning::default_threads(), result->estimated, result->estimate_wall_s,
                result->simulations, result->simulate_wall_s);
   if (!result->feasible()) {
-    print_error("no feasible layout: " + (result->infeasible.empty() ? std::string("see above") : result->infeasible.front()));
+    print_error(o.spec + ": no feasible layout: " + (result->infeasible.empty() ? std::string("see above") : result->infeasible.front()));
     return kExitBadInput;
   }
   const nlohmann::json doc = reports::plan_document(*spec, *result);

@@ -125,7 +125,7 @@ TEST(PlanCli, MissingPricesAndNoFeasibleLayoutAreClearErrors) {
                                   "search: {tp: [1, 3, 8], pp: [1, 8], micro_batch: [1], recompute: [full]}\n");
   r = run("plan " + nofit);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("no feasible layout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(nofit + ": no feasible layout"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("do not fit in memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fail divisibility"), std::string::npos) << r.out;
 }
