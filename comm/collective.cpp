@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/split.hpp"
+
 namespace dtsim::comm {
 
 std::string_view to_string(Fidelity f) {
@@ -461,8 +463,10 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
     }
   }
 
-  // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo).
-  const double used = static_cast<double>(params_.channels_used(Algo::ring, proto, size, n)) / std::max(1, params_.max_channels);
+  // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo), and its kernel
+  // cuts the message in pieces that leave some channels more than others (comm/split.hpp): the
+  // ring moves at (even share over all channels) / (busiest channel's edge) of its rate.
+  const double used = ring_split_fraction(params_, op, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
   const std::int64_t slices = proto == Protocol::simple
@@ -607,7 +611,8 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   Phase ph;
   ph.what = "double binary tree all-reduce";
   for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
-  cap_channels(ph, static_cast<double>(params_.channels_used(Algo::tree, proto, size, plan.ranks)) / std::max(1, params_.max_channels));
+  // Fewer channels for small messages, and pieces that leave the first channels the most.
+  cap_channels(ph, tree_split_fraction(params_, proto, size, plan.ranks, m));
   plan.phases.push_back(std::move(ph));
 }
 
@@ -637,7 +642,11 @@ void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
   plan.channels = params_.nvls_channels;
   plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2);
   const Time latency = std::max(params_.nvls_latency, path_lat * 2) + params_.nvls_loop_latency * (loops + 2) + params_.call_overhead;
-  plan.phases.push_back(Phase{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency), latency}}});
+  Phase ph{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency), latency}}};
+  // Channel b scatters the block at b x heads x chunk of each loop (comm/split.hpp): below one
+  // loop only the first channels carry data, each at its share (1 / nvls.channels) of the rate.
+  cap_channels(ph, nvls_split_fraction(params_, size, n));
+  plan.phases.push_back(std::move(ph));
 }
 
 void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan) {
@@ -777,13 +786,18 @@ Time Planner::estimate(const Plan& plan, bool channel_caps) const {
 
 void Planner::cap_channels(Phase& ph, double fraction) const {
   if (!(fraction < 1.0)) return;
+  // The phase's data time on otherwise idle links: its most loaded link, counting every group of
+  // the phase (the two trees of a tree all-reduce share links, for instance).
+  std::map<std::uint32_t, double> load;
+  for (const FlowGroup& g : ph.groups) {
+    for (const LinkUse& u : g.uses) load[u.link.value] += g.bytes.as_double() * u.count;
+  }
+  double seconds = 0;
+  for (const auto& [l, bytes] : load) seconds = std::max(seconds, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
+  if (!(seconds > 0)) return;
+  // Each group at `fraction` of the rate that ends it with the phase.
   for (FlowGroup& g : ph.groups) {
-    double rate = 0;  // of the group on idle links: its slowest link shared by its own uses
-    for (const LinkUse& u : g.uses) {
-      const double r = topo_.link(u.link).capacity().bytes_per_s() / u.count;
-      rate = rate == 0 ? r : std::min(rate, r);
-    }
-    if (rate > 0) g.cap = Bandwidth::bytes_per_s(rate * fraction);
+    if (g.bytes.count() > 0) g.cap = Bandwidth::bytes_per_s(fraction * g.bytes.as_double() / seconds);
   }
 }
 

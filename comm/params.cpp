@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/split.hpp"
+
 namespace dtsim::comm {
 
 std::string_view to_string(Algo a) {
@@ -77,20 +79,8 @@ CommParams CommParams::nccl_defaults() {
   return p;
 }
 
-// NCCL v2.18.5 (src/include/devcomm.h, comm.h, graph/tuning.cc): threads per channel by protocol
-// (NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) and bytes per
-// thread before another channel opens (NCCL_LL_THREAD_THRESHOLD 8, x nRanks for ring LL;
-// NCCL_LL128_THREAD_THRESHOLD 8; NCCL_SIMPLE_THREAD_THRESHOLD 64).
-int CommParams::channels_used(Algo a, Protocol p, Bytes bytes, int nranks) const {
-  const std::int64_t threads = p == Protocol::ll128 ? 640 : 512;
-  std::int64_t threshold = p == Protocol::simple ? 64 : 8;
-  if (a == Algo::ring && p == Protocol::ll) threshold *= std::max(1, nranks);
-  // getAlgoInfo: while (nBytes < nc * nt * threshold) nc--; i.e. the smallest nc with
-  // nBytes >= nc * nt * threshold, kept between 1 and the communicator's channels.
-  const std::int64_t per_channel = threads * threshold;
-  const std::int64_t fit = bytes.count() / per_channel;
-  return static_cast<int>(std::clamp<std::int64_t>(fit, 1, std::max(1, max_channels)));
-}
+// NCCL v2.18.5 enqueue.cc getAlgoInfo (comm/split.cpp has the thresholds and threads).
+int CommParams::channels_used(Algo a, Protocol p, Bytes bytes, int nranks) const { return nccl_launch(*this, a, p, bytes, nranks).channels; }
 
 Bytes CommParams::nvls_chunk(Bytes bytes, int nranks) const {
   // Simple's step (4 MiB buffer / NCCL_STEPS 8 = 512 KiB), capped at 128 KiB for NVLS, then halved

@@ -192,8 +192,12 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   auto r = fit_profile(d, FitOptions{});
   ASSERT_TRUE(r.ok()) << r.error().message;
   // NVLS pays one synchronisation per loop and the loops grow with the size (issue 12,
-  // docs/model.md), so the truth is no longer one alpha-beta line: recovered within 0.5 us and 3%.
-  EXPECT_NEAR(param(*r, "comm.nvls.latency"), 30.0, 0.5);
+  // docs/model.md), and below 2 MiB only the first of its 16 channels carry data (one 128 KiB
+  // block each): at 0.7 of NVLink 4's 369 GB/s that adds 8.6 us at 128 KiB, 4.6 us at 1 MiB
+  // over an even split (by hand: 128 KiB x 1.125 x 16 / 258 GB/s = 9.1 us against 0.6). The
+  // fit maps an alpha-beta line through the points onto the knobs, and the line takes part of
+  // that bump into its intercept: recovered within 3 us (a third of the bump) and 3%.
+  EXPECT_NEAR(param(*r, "comm.nvls.latency"), 30.0, 3.0);
   EXPECT_NEAR(param(*r, "comm.nvls.efficiency"), 0.7, 0.021);
   EXPECT_EQ(r->params.size(), 2u);  // the NVLS data moves nothing else
   ASSERT_EQ(r->fit["nccl"].size(), 2u);
@@ -204,8 +208,9 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   EXPECT_NEAR(one["regimes"][0]["bandwidth_GBps"].get<double>(), 200.0, 1e-2);
   for (const auto& s : r->residuals) {
     if (s.model != "defaults") {
-      // The alpha-beta line misses the loop steps by up to 8%; the fitted simulator keeps them.
-      EXPECT_LT(s.worst, s.model == "alpha-beta" ? 0.08 : 0.03) << s.suite << " " << s.model;
+      // The alpha-beta line misses the loop steps and the channel bump by up to 15%; the fitted
+      // simulator keeps their shape, off by the intercept above.
+      EXPECT_LT(s.worst, s.model == "alpha-beta" ? 0.15 : 0.08) << s.suite << " " << s.model;
     }
   }
 }
@@ -320,10 +325,12 @@ std::pair<Errors, Errors> published_fit(const std::string& system, const std::st
 TEST(FitPublished, A100DefaultAlgorithmIsPredictedBetterThanByTheDefaults) {
   const auto [before, after] = published_fit("azure-nd-a100-v4", "all_reduce_perf-a100.log", "dgx-a100-80g", std::nullopt);
   // Fitted: a few percent. (The defaults were 57% median before the channel counts of issue 12;
-  // docs/validation.md has their figures now.)
+  // docs/validation.md has their figures now.) The worst point is 1 MiB, where the fitted
+  // latencies make tree LL the choice and NCCL's 32 KiB tree LL pieces fill 16 of 24 channels
+  // (comm/split.hpp), a step the fitted lines do not follow: under 20%.
   EXPECT_LT(after.median, before.median);
   EXPECT_LT(after.median, 0.05);
-  EXPECT_LT(after.worst, 0.15);
+  EXPECT_LT(after.worst, 0.20);
   EXPECT_LT(after.worst, before.worst);
 }
 

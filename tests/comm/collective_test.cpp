@@ -53,9 +53,17 @@ TEST(RingAllReduce, MatchesTheAlphaBetaFormulaInOneNode) {
   const int n = 8;
   // Simple hands over 2 slices per ring step and loop; a loop is 24 channels x 8 ranks x 2 MiB =
   // 384 MiB: 1 MiB is one loop (28 handoffs), 1 GiB three (84), each a 3.4 us NVLink step.
-  for (const auto& [S, loops] : {std::pair{1048576.0, 1}, std::pair{1073741824.0, 3}}) {
+  // The kernel cuts a loop in pieces of size / 192 rounded up to 4 KiB ((544 - 32) threads x 8),
+  // 8 consecutive pieces per channel: 1 MiB makes 8 KiB pieces, so channel 0 moves 8 KiB per step
+  // where an even split over 24 channels is 1 MiB / 192 (only 16 channels get data). 1 GiB is two
+  // full loops of 2 MiB pieces and a last loop of 256 MiB in pieces of 1,400,832 bytes.
+  const std::pair<double, double> piece[] = {{8192.0, 1048576.0 / 192}, {2 * 2097152.0 + 1400832, 1073741824.0 / 192}};
+  for (int i = 0; i < 2; ++i) {
+    const double S = i == 0 ? 1048576.0 : 1073741824.0;
+    const int loops = i == 0 ? 1 : 3;
+    const double share = piece[i].second / piece[i].first;  // even piece / channel 0's piece
     const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::ring, Protocol::simple);
-    const double expected = us(8.4) + loops * 2 * 2 * (n - 1) * us(3.4) + 2.0 * (n - 1) / n * S / (100 * GB);
+    const double expected = us(8.4) + loops * 2 * 2 * (n - 1) * us(3.4) + 2.0 * (n - 1) / n * S / (100 * GB * share);
     EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
     EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
   }
@@ -93,8 +101,10 @@ TEST(RingAllGatherAndReduceScatter, MoveNMinusOneOverNOfTheBuffer) {
   const double S = 268435456;
   for (CollOp op : {CollOp::allgather, CollOp::reducescatter}) {
     const Plan p = f.plan(op, Bytes(268435456), Algo::ring, Protocol::simple);
-    // One loop of n - 1 steps, 2 slices each.
-    const double expected = us(8.4) + 2 * (n - 1) * us(3.4) + (n - 1.0) / n * S / (100 * GB);
+    // One loop of n - 1 steps, 2 slices each. Each rank's 32 MiB is one loop of 24 channels x
+    // 2 MiB; its pieces are 32 MiB / 24 rounded up to 4 KiB: 1,400,832 bytes on channel 0.
+    const double share = 33554432.0 / 24 / 1400832;
+    const double expected = us(8.4) + 2 * (n - 1) * us(3.4) + (n - 1.0) / n * S / (100 * GB * share);
     EXPECT_NEAR(f.simulate(p), expected, 0.001 * expected) << to_string(op);
   }
 }
@@ -118,7 +128,11 @@ TEST(TreeAllReduce, DoubleBinaryTreeSendsTwoBuffersPerRank) {
   Fixture f(c);
   const double S = 1073741824.0;
   const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::tree, Protocol::simple);
-  const double expected = 0 + 2 * (0 * us(4) + 3 * us(14)) + 2 * S / (0.92 * 10 * GB);
+  // NCCL cuts it in 512 KiB pieces, one per channel and loop of 24 (tree depth 3 keeps the full
+  // step): 85 loops and 4 MiB, of which channel 0 takes a whole piece: 86 x 512 KiB on the busiest
+  // channel against 1 GiB / 24.
+  const double share = S / 24 / (86 * 524288.0);
+  const double expected = 0 + 2 * (0 * us(4) + 3 * us(14)) + 2 * S / (0.92 * 10 * GB * share);
   EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
 }
 
@@ -160,14 +174,21 @@ TEST(Nvls, ChunkShrinksWithTheMessageAndLoopsCountIt) {
 }
 
 // The ramp with size: time = 23 us + (loops + 2) x 3.4 us + S(1 + 1/n) / (0.884 B), loops as above,
-// on the 100 GB/s test switch. 64 KiB and 1 MiB are one loop; 4 MiB two; 32 MiB eight.
+// on the 100 GB/s test switch. 64 KiB and 1 MiB are one loop; 4 MiB two; 32 MiB eight. Channel b
+// takes the block at b x 8 heads x chunk of a loop: with 16 KiB chunks, 64 KiB is all on channel
+// 0 (1 of 16 channels busy, at 1/16 of the rate) and 1 MiB on 8 channels of 128 KiB (at 8/16).
 TEST(Nvls, TimeRampsWithTheLoopCount) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   const int n = 8;
-  const std::pair<double, int> cases[] = {{65536.0, 1}, {1048576.0, 1}, {4194304.0, 2}, {33554432.0, 8}};
-  for (const auto& [S, loops] : cases) {
+  struct Case {
+    double S;
+    int loops;
+    double busy;  // channels carrying data, of 16
+  };
+  const Case cases[] = {{65536.0, 1, 1}, {1048576.0, 1, 8}, {4194304.0, 2, 16}, {33554432.0, 8, 16}};
+  for (const auto& [S, loops, busy] : cases) {
     const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::nvls, Protocol::simple);
-    const double expected = us(23) + (loops + 2) * us(3.4) + S * (1 + 1.0 / n) / (0.884 * 100 * GB);
+    const double expected = us(23) + (loops + 2) * us(3.4) + S * (1 + 1.0 / n) / (0.884 * 100 * GB * busy / 16);
     EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
     EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
   }
@@ -190,12 +211,14 @@ TEST(Channels, SmallMessagesRunOnFewerChannels) {
   EXPECT_EQ(p.channels_used(Algo::ring, Protocol::ll128, Bytes::GiB(1), 8), 24);
 }
 
-// The same ring at 64 KiB and at 1 MiB with Simple: 2 of 24 channels, then all of them. The time
-// is the alpha-beta form with the bandwidth scaled by channels used / 24.
+// The same ring at 64 KiB, 256 KiB and 1 MiB with Simple: 2, 8, then all 24 channels. The time is
+// the alpha-beta form with the bandwidth scaled by channels carrying data / 24. The kernel's
+// pieces are bytes / (channels x 8 ranks) rounded up to 4 KiB, 8 per channel: 4 KiB at 64 and
+// 256 KiB (even), 8 KiB at 1 MiB, which fills only 16 of the 24 channels.
 TEST(Channels, ARingOnFewerChannelsMovesAtTheirShare) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   const int n = 8;
-  const std::pair<double, int> cases[] = {{65536.0, 2}, {262144.0, 8}, {1048576.0, 24}};
+  const std::pair<double, int> cases[] = {{65536.0, 2}, {262144.0, 8}, {1048576.0, 16}};
   for (const auto& [S, c] : cases) {
     const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::ring, Protocol::simple);
     // One loop: 2(n-1) steps x 2 slices handed over at 3.4 us each.

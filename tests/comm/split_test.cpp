@@ -1,0 +1,103 @@
+// How NCCL's kernels cut a message between channels (comm/split.hpp), checked against cases worked
+// out by hand from NCCL v2.18.5's arithmetic (all_reduce.h, all_gather.h, enqueue.cc), and the
+// effect on a simulated ring: the busiest channel sets the time.
+#include "comm/split.hpp"
+
+#include <gtest/gtest.h>
+
+#include "comm/collective.hpp"
+#include "tests/hw/fixtures.hpp"
+
+namespace dtsim::comm {
+namespace {
+
+const CommParams kNccl = CommParams::nccl_defaults();  // 24 channels, 16 NVLS channels
+
+// getAlgoInfo: one channel fewer while bytes < nc x nt x threshold; at one channel the threads
+// halve while they are a multiple of 128. Ring LL on 8 ranks: threshold 8 x 8 = 64 bytes per
+// thread. 1 KiB: 1 channel; 512 -> 256 -> 128 -> 64 threads (1024 < 64 x 64 x ... stops at 64,
+// which is no multiple of 128).
+TEST(Split, LaunchHalvesTheThreadsOfOneChannel) {
+  const Launch a = nccl_launch(kNccl, Algo::ring, Protocol::ll, Bytes(1024), 8);
+  EXPECT_EQ(a.channels, 1);
+  EXPECT_EQ(a.threads, 64);
+  const Launch b = nccl_launch(kNccl, Algo::ring, Protocol::ll, Bytes::KiB(64), 8);  // 65536 / (512 x 64)
+  EXPECT_EQ(b.channels, 2);
+  EXPECT_EQ(b.threads, 512);
+  const Launch c = nccl_launch(kNccl, Algo::ring, Protocol::ll128, Bytes::MiB(8), 8);
+  EXPECT_EQ(c.channels, 24);
+  EXPECT_EQ(c.threads, 640);
+}
+
+// Ring LL128 all-reduce, 8 ranks, 24 channels, 640 threads. A loop would be 24 x 8 x 576,000
+// bytes; shorter messages use pieces of whole minChunkSize units, 640 x 60 / 2 = 19,200 bytes,
+// laid out chunk-major: piece (chunk c, channel b) at (24c + b) x size.
+//  - 8 MiB: 8,388,608 / (192 x 19,200) = 2.28 -> 3 units = 57,600 bytes. Channel 0's pieces start
+//    at c x 1,382,400: c = 0..6 are whole (the 7th starts at 8,294,400 with 94,208 left), c = 7
+//    is empty. Rank r's edge carries every piece but r's and (r+1)'s: at most 14 x 57,600 less
+//    the smallest adjacent pair (57,600 + 0) = 13 x 57,600 = 748,800.
+//  - 4 MiB: 2 units = 38,400 bytes; pieces at c x 921,600: c = 0..4 whole, 5..7 empty, so the
+//    busiest edge skips two empty pieces: 10 x 38,400 = 384,000.
+// An even split over 24 channels would be 14 x bytes / 192 per edge.
+TEST(Split, Ll128RingPiecesLeaveTheFirstChannelTheMost) {
+  EXPECT_EQ(ring_busiest_edge_bytes(kNccl, CollOp::allreduce, Protocol::ll128, Bytes::MiB(8), 8), 748800);
+  EXPECT_EQ(ring_busiest_edge_bytes(kNccl, CollOp::allreduce, Protocol::ll128, Bytes::MiB(4), 8), 384000);
+  EXPECT_NEAR(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::ll128, Bytes::MiB(8), 8), 14.0 * 8388608 / 192 / 748800, 1e-12);
+  EXPECT_NEAR(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::ll128, Bytes::MiB(4), 8), 14.0 * 4194304 / 192 / 384000, 1e-12);
+}
+
+// Ring Simple: pieces of bytes / 192 rounded up to (544 - 32) x 8 = 4,096 bytes, channel-major
+// (channel b's 8 pieces are consecutive). 1 MiB: 5,461.3 -> 8,192; channel 0 gets 8 whole pieces,
+// 14 of them cross each edge. 64 KiB runs on 2 channels (getAlgoInfo) with 4 KiB pieces: even.
+TEST(Split, SimpleRingPiecesRoundUpToTheGrain) {
+  EXPECT_EQ(ring_busiest_edge_bytes(kNccl, CollOp::allreduce, Protocol::simple, Bytes::MiB(1), 8), 14 * 8192);
+  EXPECT_NEAR(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::simple, Bytes::MiB(1), 8), 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::simple, Bytes::KiB(64), 8), 2.0 / 24.0, 1e-12);
+  // All-gather of 256 MiB: each rank's 32 MiB in pieces of 32 MiB / 24 rounded up to 4 KiB.
+  EXPECT_EQ(ring_busiest_edge_bytes(kNccl, CollOp::allgather, Protocol::simple, Bytes::MiB(256), 8), 7 * 1400832);
+  // Full loops are even: 768 MiB = 2 loops of 24 x 8 x 2 MiB.
+  EXPECT_DOUBLE_EQ(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::simple, Bytes::MiB(768), 8), 1.0);
+}
+
+// Tree LL128, 8 ranks on one node, 24 channels: computeColl halves the 614,400-byte step while
+// bytes / (24 x step) < 1.8 x 64 / 8 (to 76,800) and < 1.8 x 16 / 8 (to 19,200): 18,000 data
+// bytes. Loops of 24 x 18,000 = 432,000: 1 MiB is 2 loops and 184,576 bytes, of which channel 0
+// takes a whole piece: 3 x 18,000 = 54,000 against 1 MiB / 24 = 43,690.7.
+TEST(Split, TreePiecesAreChannelMajor) {
+  EXPECT_EQ(tree_busiest_channel_bytes(kNccl, Protocol::ll128, Bytes::MiB(1), 8, 1), 54000);
+  EXPECT_NEAR(tree_split_fraction(kNccl, Protocol::ll128, Bytes::MiB(1), 8, 1), 1048576.0 / 24 / 54000, 1e-12);
+}
+
+// NVLS on 8 GPUs: channel b scatters the block at b x 8 x chunk of each 16-block loop. Below
+// 8 MiB the chunk is 16 KiB, a block 128 KiB: 64 KiB is all on channel 0; 1 MiB fills 8 channels;
+// 4 MiB is two whole loops.
+TEST(Split, NvlsBlocksFillTheFirstChannelsFirst) {
+  EXPECT_EQ(nvls_busiest_channel_bytes(kNccl, Bytes::KiB(64), 8), 65536);
+  EXPECT_EQ(nvls_busiest_channel_bytes(kNccl, Bytes::MiB(1), 8), 131072);
+  EXPECT_EQ(nvls_busiest_channel_bytes(kNccl, Bytes::MiB(4), 8), 262144);
+  EXPECT_NEAR(nvls_split_fraction(kNccl, Bytes::KiB(64), 8), 1.0 / 16, 1e-12);
+  EXPECT_NEAR(nvls_split_fraction(kNccl, Bytes::MiB(1), 8), 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(nvls_split_fraction(kNccl, Bytes::MiB(4), 8), 1.0);
+}
+
+// End to end on the 100 GB/s test switch: an 8 MiB ring LL128 all-reduce takes NCCL's latency
+// (14 + 14 x 1.9 us) plus the even alpha-beta data time at 92% of B, stretched by the busiest
+// channel: 748,800 bytes per edge where an even split gives 14 x 8 MiB / 192.
+TEST(Split, TheBusiestChannelSetsTheRingsTime) {
+  auto topo = hw::Topology::build(hw::testing::cluster(hw::testing::nvswitch_node(), 1, hw::FabricKind::fat_tree)).value();
+  hw::Router router(topo);
+  Planner planner(topo, router, kNccl);
+  CollectiveRequest req;
+  req.size = Bytes::MiB(8);
+  for (int i = 0; i < 8; ++i) req.ranks.push_back(i);
+  req.algo = Algo::ring;
+  req.protocol = Protocol::ll128;
+  const Plan p = planner.plan(req).value();
+  const double S = 8388608, stretch = 748800 / (14.0 * S / 192);
+  const double expected = 14e-6 + 14 * 1.9e-6 + 2.0 * 7 / 8 * S / (0.92 * 100e9) * stretch;
+  EXPECT_NEAR(simulate_alone(topo, p).seconds(), expected, 0.01 * expected);
+  EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected);
+}
+
+}  // namespace
+}  // namespace dtsim::comm
