@@ -47,7 +47,9 @@ bool small_enough(const hw::Topology& topo, const workloads::StepInputs& in) {
   const auto lay = workloads::Layout::make(in.parallel, topo.gpus());
   if (!lay) return true;  // simulate_step reports the layout's error
   const long long per_pipeline = std::max<long long>(1, lay->dp()) * std::max<long long>(1, in.training.micro_batch);
-  return in.training.global_batch / per_pipeline <= kMaxSimulatedMicroBatches &&
+  const long long micro_batches = in.training.global_batch / per_pipeline;
+  const long long layers = t != nullptr ? t->layers : 1;
+  return micro_batches <= kMaxSimulatedMicroBatches && layers * micro_batches <= kMaxSimulatedLayerPasses &&
          in.parallel.virtual_stages <= kMaxSimulatedLayers;
 }
 
