@@ -1,32 +1,20 @@
 // Messages the command line prints after loading (not the loader's own), found by the issue-15
 // mutation run: each must name the configuration file and line it is about.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "tests/support/cli_run.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int status = 0;
-  std::string out;  // stdout and stderr
-};
-
-CliRun run(const std::string& args) {
-  CliRun r;
-  FILE* p = popen((std::string(DTSIM_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p) != nullptr) r.out += buf.data();
-  r.status = pclose(p);
-  return r;
-}
+using dtsim::testing::Result;
+using dtsim::testing::run;
 
 fs::path write(const std::string& name, const std::string& text) {
   const fs::path p = fs::temp_directory_path() / name;
@@ -37,8 +25,8 @@ fs::path write(const std::string& name, const std::string& text) {
 TEST(FuzzCliMessages, AMissingTraceIsReportedAtTheConfigurationsModelTraceLine) {
   const fs::path cfg = write("dtsim-cli-missing-trace.yaml", "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
                                                              "model: {trace: no-such-trace.json}\n");
-  const CliRun r = run("simulate " + cfg.string());
-  EXPECT_NE(r.status, 0) << r.out;
+  const Result r = run("simulate " + cfg.string());
+  EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(cfg.string() + ":2:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model.trace: "), std::string::npos) << r.out;
   fs::remove(cfg);
@@ -46,8 +34,8 @@ TEST(FuzzCliMessages, AMissingTraceIsReportedAtTheConfigurationsModelTraceLine) 
 
 TEST(FuzzCliMessages, AnUnknownClusterNameIsReportedAtTheConfigurationsLine) {
   const fs::path cfg = write("dtsim-cli-unknown-cluster.yaml", "cluster: 0.5\nmodel: gpt2-124m\ntraining: {global_batch: 8}\n");
-  const CliRun r = run("simulate " + cfg.string());
-  EXPECT_NE(r.status, 0) << r.out;
+  const Result r = run("simulate " + cfg.string());
+  EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(cfg.string() + ":1:"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("--cluster"), std::string::npos) << r.out;
   fs::remove(cfg);
@@ -58,8 +46,8 @@ TEST(FuzzCliMessages, ATracedStepWhoseDpDoesNotFitTheClusterNamesTheConfiguratio
   const fs::path cfg = write("dtsim-cli-trace-dp.yaml", "cluster: {node: dgx-h100, nodes: 1}\n"
                                                          "model: {trace: " DTSIM_SOURCE_DIR "/tests/trace/data/small.json}\n"
                                                          "parallel: {dp: 64}\n");
-  const CliRun r = run("simulate " + cfg.string());
-  EXPECT_NE(r.status, 0) << r.out;
+  const Result r = run("simulate " + cfg.string());
+  EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(cfg.string() + ":2:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("parallel.dp: data-parallel size 64"), std::string::npos) << r.out;
   fs::remove(cfg);
@@ -68,11 +56,11 @@ TEST(FuzzCliMessages, ATracedStepWhoseDpDoesNotFitTheClusterNamesTheConfiguratio
 TEST(FuzzCliMessages, TraceTimesBeyondWhatNanosecondsHoldAreRefusedNotOverflowed) {
   // Before: `ts` and `dur` were multiplied into int64 nanoseconds unchecked (UBSan: signed overflow).
   const std::string dir = DTSIM_SOURCE_DIR "/tests/fuzz/regressions/trace/";
-  const CliRun dur = run("trace summary " + dir + "mutation-huge-dur.json");
-  EXPECT_NE(dur.status, 0) << dur.out;
+  const Result dur = run("trace summary " + dir + "mutation-huge-dur.json");
+  EXPECT_NE(dur.code, 0) << dur.out;
   EXPECT_NE(dur.out.find("mutation-huge-dur.json: event 1: 'dur' of 99999999999999999999 us is beyond"), std::string::npos) << dur.out;
-  const CliRun ts = run("trace summary " + dir + "mutation-huge-ts.json");
-  EXPECT_NE(ts.status, 0) << ts.out;
+  const Result ts = run("trace summary " + dir + "mutation-huge-ts.json");
+  EXPECT_NE(ts.code, 0) << ts.out;
   EXPECT_NE(ts.out.find("mutation-huge-ts.json: event 1: 'ts' of 9223372036854775807 us is beyond"), std::string::npos) << ts.out;
 }
 
@@ -80,8 +68,8 @@ TEST(FuzzCliMessages, AnInfiniteTimeInAnNcclTestsLogIsRefusedAtItsLineNotACrash)
   // Before: from_chars read "inf", and `dtsim fit --nccl-tests` died of a segmentation fault.
   const std::string log = DTSIM_SOURCE_DIR "/tests/fuzz/regressions/nccl_tests/all_reduce_perf-inf-time.log";
   const fs::path out = fs::temp_directory_path() / "dtsim-cli-inf-time.yaml";
-  const CliRun r = run("fit --nccl-tests " + log + " -o " + out.string());
-  EXPECT_EQ(WEXITSTATUS(r.status), 2) << r.out;
+  const Result r = run("fit --nccl-tests " + log + " -o " + out.string());
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("all_reduce_perf-inf-time.log:24: cannot read this nccl-tests row (time, algbw, busbw and #wrong must be finite"),
             std::string::npos)
       << r.out;
@@ -91,8 +79,8 @@ TEST(FuzzCliMessages, AnInfiniteTimeInAnNcclTestsLogIsRefusedAtItsLineNotACrash)
 TEST(FuzzCliMessages, ANodeFileWithTwoSocketsAndNoInterconnectIsRefusedInThatFile) {
   const fs::path node = write("dtsim-cli-node-no-upi.yaml", "name: two-socket\ngpu: h100-sxm\ngpus: 1\ncpus: 2\n"
                                                             "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0], nics: []}]}\n");
-  const CliRun r = run("simulate " DTSIM_SOURCE_DIR "/examples/simulate/gpt2-single-gpu.yaml --set cluster.node=" + node.string());
-  EXPECT_NE(r.status, 0) << r.out;
+  const Result r = run("simulate " DTSIM_SOURCE_DIR "/examples/simulate/gpt2-single-gpu.yaml --set cluster.node=" + node.string());
+  EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(node.string() + ":4:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 CPU sockets need a cpu_interconnect link"), std::string::npos) << r.out;
   fs::remove(node);
@@ -105,8 +93,8 @@ TEST(FuzzCliMessages, APlanWhosePricesAreAListIsRefusedAtItsLineNotAtSet) {
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 23, "prices: [1]");
   const fs::path plan = write("dtsim-cli-plan-prices.yaml", text);
-  const CliRun r = run("plan -j 1 " + plan.string());
-  EXPECT_NE(r.status, 0) << r.out;
+  const Result r = run("plan -j 1 " + plan.string());
+  EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(plan.string() + ":"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("prices: expected a mapping"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("--set"), std::string::npos) << r.out;
