@@ -15,6 +15,7 @@
 #include "reports/output.hpp"
 #include "reports/simulate_report.hpp"
 #include "reports/trace.hpp"
+#include "workloads/graph_json.hpp"
 #include "workloads/notes.hpp"
 
 namespace dtsim::cli {
@@ -29,6 +30,8 @@ struct Options {
   bool list_params = false;
   std::string trace;        // Chrome trace / Perfetto JSON of the step
   std::string trace_ranks;  // which ranks it shows ("0-7,64"); default: the first rank of each stage
+  std::string dump_graph;   // write the step graph the configuration builds (JSON)
+  std::string graph;        // run this step graph (JSON) instead of the configuration's own
 };
 
 int run(const Options& o) {
@@ -78,7 +81,38 @@ int run(const Options& o) {
       print_error("--trace: the timeline of a traced step is not written yet (the profile itself is its timeline)");
       return kExitBadInput;
     }
+    if (!o.dump_graph.empty() || !o.graph.empty()) {
+      print_error(fmt::format("{}: a traced step (model: {{trace: ...}}) is replayed by its own executor; it has no step graph to write or read yet",
+                              o.dump_graph.empty() ? "--graph" : "--dump-graph"));
+      return kExitBadInput;
+    }
     return simulate_trace(*cfg, *topo, o.json);
+  }
+  // The step graph: read from --graph, or built from the configuration for --dump-graph.
+  std::optional<workloads::StepGraph> given;
+  if (!o.graph.empty()) {
+    auto g = workloads::read_graph_file(o.graph);
+    if (!g) {
+      print_error(g.error().to_string());
+      return kExitBadInput;
+    }
+    given = std::move(*g);
+  }
+  if (!o.dump_graph.empty()) {
+    std::optional<workloads::StepGraph> built;
+    if (!given) {
+      auto g = workloads::build_step_graph(*topo, cfg->inputs);
+      if (!g) {
+        ctx.report(g.error());
+        print_diagnostics(ctx.diagnostics);
+        return kExitBadInput;
+      }
+      built = std::move(*g);
+    }
+    if (auto st = workloads::write_graph_file(o.dump_graph, given ? *given : *built); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
   }
   // A trace records the timeline of the executors that stand for the chosen ranks.
   reports::TraceSelection trace;
@@ -105,9 +139,13 @@ int run(const Options& o) {
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto result = workloads::simulate_step(*topo, cfg->inputs);
+  auto result = workloads::simulate_step(*topo, cfg->inputs, given ? &*given : nullptr);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!result) {
+    if (given && result.error().field == "graph") {
+      print_error(fmt::format("{}: {}", o.graph, result.error().message));
+      return kExitBadInput;
+    }
     ctx.report(result.error());
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
@@ -118,6 +156,7 @@ int run(const Options& o) {
     print_diagnostics(ctx.diagnostics);
     return kExitBadInput;
   }
+  if (given) record->notes.push_back(fmt::format("the step ran the step graph read from {} (--graph), not the one the configuration builds", o.graph));
   const reports::SimulateReport& rep = *record;
   if (!o.json.empty()) {
     if (auto st = reports::write_file_atomic(o.json, reports::simulate_json(rep).dump(2) + "\n"); !st) {
@@ -176,6 +215,8 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
   CLI::Option* trace = cmd->add_option("--trace", o->trace, "Write the simulated step as Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--trace-ranks", o->trace_ranks, "Ranks the trace shows, e.g. 0-7,64 (default: the first rank of each pipeline stage)")->needs(trace);
+  cmd->add_option("--dump-graph", o->dump_graph, "Write the step graph the configuration builds (per-stage ops, collectives, buckets; JSON, docs/config.md) to this file");
+  cmd->add_option("--graph", o->graph, "Run this step graph (a --dump-graph file, possibly edited) on the configuration's cluster and layout");
   cmd->add_flag("--list-params", o->list_params, "List the model parameters (communication, compute, memory) with defaults and sources");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

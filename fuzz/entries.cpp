@@ -12,7 +12,7 @@ namespace dtsim::fuzz {
 
 namespace {
 
-constexpr std::array<Target, 11> kTargets{{
+constexpr std::array<Target, 12> kTargets{{
     {"simulate", "yaml", &simulate},
     {"cluster", "yaml", &cluster},
     {"plan", "yaml", &plan},
@@ -24,6 +24,7 @@ constexpr std::array<Target, 11> kTargets{{
     {"published", "csv", &published},
     {"trace", "json", &trace},
     {"kernel_csv", "csv", &kernel_csv},
+    {"graph", "json", &graph},
 }};
 
 }  // namespace

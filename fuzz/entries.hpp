@@ -51,6 +51,7 @@ void nccl_tests(std::string_view input);
 void published(std::string_view input);
 void trace(std::string_view input);
 void kernel_csv(std::string_view input);
+void graph(std::string_view input);
 
 // The loaders read files: the input written to a file of this process (the same file every time,
 // in $TMPDIR or /tmp), named "input.<extension>". Returns its path.

@@ -14,6 +14,7 @@
 #include "config/sweep_loader.hpp"
 #include "fuzz/entries.hpp"
 #include "hw/topology.hpp"
+#include "workloads/graph_json.hpp"
 #include "workloads/layout.hpp"
 #include "workloads/step.hpp"
 
@@ -138,6 +139,23 @@ void hf_config(std::string_view input) {
   config::LoadContext ctx;
   auto t = config::load_hf_config(scratch_file(input, "json"), "model.hf_config", ctx);
   if (!t) require_reasons(ctx.diagnostics, "Hugging Face config.json");
+}
+
+void graph(std::string_view input) {
+  auto g = workloads::read_graph_file(scratch_file(input, "json"));
+  if (!g) {
+    require_reason(g.error(), "step graph");
+    return;
+  }
+  // `dtsim simulate CONFIG --graph FILE` with the configuration the seeds were written from
+  // (examples/graphs/): a graph of its shape runs on the executor; another shape is refused.
+  config::LoadContext ctx;
+  auto cfg = config::load_simulate_config(example_path("graphs", "tiny-tp2-pp2-dp2.yaml"), {}, ctx);
+  if (!cfg) contract_broken("examples/graphs/tiny-tp2-pp2-dp2.yaml does not load");
+  auto topo = hw::Topology::build(cfg->cluster);
+  if (!topo) contract_broken("examples/graphs/tiny-tp2-pp2-dp2.yaml: no topology");
+  auto result = workloads::simulate_step(*topo, cfg->inputs, &*g);
+  if (!result) require_reason(result.error(), "simulate_step with a step graph");
 }
 
 }  // namespace dtsim::fuzz

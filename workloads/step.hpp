@@ -18,6 +18,7 @@
 #include "comm/collective.hpp"
 #include "hw/topology.hpp"
 #include "workloads/compute.hpp"
+#include "workloads/graph.hpp"
 #include "workloads/layout.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
@@ -132,6 +133,15 @@ struct StepResult {
   Timeline timeline;                  // when StepInputs::record_timeline
 };
 
+// The flow: build_step_graph (builders and strategies: graph_build.hpp, strategies.hpp) writes the
+// step graph (graph.hpp) of `in`; execute_step_graph (executor.hpp) runs it on the network; the
+// result is assembled from the graph and the run.
 Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in);
+// Runs `graph` (e.g. read back with graph_json.hpp) instead of the configuration's own; the
+// configuration still gives the cluster, layout and communication settings, and the graph must
+// have its shape (stages, virtual stages, micro-batches, GPU kinds). nullptr: the built graph.
+Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in, const StepGraph* graph);
+// The step graph the configuration builds (what simulate_step runs).
+Expected<StepGraph> build_step_graph(const hw::Topology& topo, const StepInputs& in);
 
 }  // namespace dtsim::workloads

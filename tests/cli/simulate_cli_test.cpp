@@ -352,3 +352,54 @@ TEST(SimulateCli, DropoutSettingsAreCheckedAtTheirLine) {
 }
 
 }  // namespace
+
+// A step graph written with --dump-graph and run with --graph gives the same step; an edited graph
+// changes it; a broken or mismatched graph file is refused with its name.
+TEST(SimulateCli, DumpedGraphRunsToTheSameStepAndAnEditChangesIt) {
+  const std::string graph = temp("gpipe-graph.json");
+  const std::string cfg = example("gpt3-13b-gpipe.yaml");
+  const Result a = run("simulate " + cfg + " --dump-graph " + graph + " --json " + temp("built.json"));
+  ASSERT_EQ(a.code, 0) << a.out;
+  auto g = nlohmann::json::parse(slurp(graph));
+  EXPECT_EQ(g.at("format"), "dtsim-step-graph");
+  const Result b = run("simulate " + cfg + " --graph " + graph + " --json " + temp("given.json"));
+  ASSERT_EQ(b.code, 0) << b.out;
+  const auto built = nlohmann::json::parse(slurp(temp("built.json"))).at("result");
+  const auto given = nlohmann::json::parse(slurp(temp("given.json"))).at("result");
+  EXPECT_EQ(built.at("step_time_s"), given.at("step_time_s"));
+  EXPECT_NE(b.out.find("--graph"), std::string::npos) << "the report says the graph was given";
+  // Every compute op of every stage twice as long: the compute time doubles.
+  for (auto& stage : g.at("kinds")[0].at("stages")) {
+    for (auto& op : stage.at("ops")) {
+      if (op.at("kind") == "compute") op["duration_ps"] = 2 * op.at("duration_ps").get<std::int64_t>();
+    }
+  }
+  std::ofstream(temp("slow-graph.json")) << g.dump();
+  const Result c = run("simulate " + cfg + " --graph " + temp("slow-graph.json") + " --json " + temp("slow.json"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto slow = nlohmann::json::parse(slurp(temp("slow.json"))).at("result");
+  EXPECT_NEAR(slow.at("breakdown").at("compute_s").get<double>(), 2 * built.at("breakdown").at("compute_s").get<double>(),
+              1e-6 * built.at("breakdown").at("compute_s").get<double>());
+}
+
+TEST(SimulateCli, BrokenGraphFilesAreRefusedWithTheirName) {
+  const std::string cfg = example("gpt3-13b-gpipe.yaml");
+  const std::string graph = temp("graph-for-errors.json");
+  ASSERT_EQ(run("simulate " + cfg + " --dump-graph " + graph).code, 0);
+  const std::string text = slurp(graph);
+  std::ofstream(temp("truncated-graph.json")) << text.substr(0, text.size() / 2);
+  Result r = run("simulate " + cfg + " --graph " + temp("truncated-graph.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("truncated-graph.json: malformed JSON at byte"), std::string::npos) << r.out;
+  std::ofstream(temp("foreign-graph.json")) << R"({"traceEvents": []})";
+  r = run("simulate " + cfg + " --graph " + temp("foreign-graph.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("foreign-graph.json: format: missing"), std::string::npos) << r.out;
+  // The graph is for 4 stages; the configuration with 2 is another shape.
+  r = run("simulate " + cfg + " --graph " + graph + " --set parallel.pp=2 --set parallel.dp=2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("graph-for-errors.json: the graph has 4 pipeline stages where the configuration has 2"), std::string::npos) << r.out;
+  r = run("simulate " + cfg + " --graph " + temp("no-such-graph.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot open"), std::string::npos) << r.out;
+}

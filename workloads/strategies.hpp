@@ -1,0 +1,49 @@
+// Parallel strategies as transformations of a step graph: each adds the communication (or the
+// data movement, or the optimizer work) that a data-parallel implementation or ZeRO stage puts
+// into a step. Hooks write ops into a stage as the builder lays out its passes (nn.DataParallel's
+// per-call transfers, ZeRO-3's parameter gathers); passes run over a finished stage graph
+// (gradient buckets, the optimizer step, tied embeddings). None of them needs the simulator.
+#pragma once
+
+#include "hw/topology.hpp"
+#include "workloads/graph.hpp"
+#include "workloads/graph_build.hpp"
+#include "workloads/layout.hpp"
+#include "workloads/step.hpp"
+
+namespace dtsim::workloads {
+
+// Settings that mirrored, nn.DataParallel and parameter-server data parallelism need (data
+// parallelism only, one node for the single-process ones, enough CPU sockets for the shards).
+Status check_dp_impl(const ParallelSpec& par, const Layout& lay, const hw::Topology& topo);
+
+// nn.DataParallel, per forward call: the single process's host work, the batch copied to GPU 0
+// and scattered to the others, and the module replicated from GPU 0.
+void dataparallel_before_forward(StageWriter& w, const StepInputs& in, const Layout& lay, double input_bytes_per_sample, double params);
+// The outputs gathered on GPU 0 for the loss; in backward, their gradients scattered back.
+void dataparallel_after_forward(StageWriter& w, const StepInputs& in, const Layout& lay, double output_bytes_per_sample);
+// The replicas' gradients summed into the module on GPU 0.
+void dataparallel_after_backward(StageWriter& w, const StepInputs& in, const Layout& lay, double params);
+
+// ZeRO-3 / FSDP: a layer pass of `params` parameters first waits for their gather.
+void zero3_gather(StageWriter& w, const StepInputs& in, const Layout& lay, double params);
+
+// How gradients are grouped into buckets: PyTorch DDP's cap (with its small first bucket),
+// Megatron-Core's, one bucket for MirroredStrategy, one per layer for Horovod's fusion cycle.
+struct BucketPolicy {
+  Bytes cap;
+  bool megatron = false;
+};
+BucketPolicy bucket_policy(const StepInputs& in, const Layout& lay, bool transformer);
+// Fills the stage's buckets from its gradient slots (and which slot closes which bucket).
+void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy);
+
+// The optimizer step's update of the stage's (sharded) parameters on `gpu`; host_cost and
+// gpu_lead as the builder left them (eager frameworks issue each launch from the host).
+Time optimizer_time(const StageGraph& g, Time host_cost, Time gpu_lead, const StepInputs& in, const Layout& lay, const hw::GpuSpec& gpu);
+
+// Bytes of tied-embedding gradients a stage sums with the stage at the other end of the pipeline
+// (0 where it holds both ends or neither).
+double tied_embedding_bytes(const StageGraph& g, const StepInputs& in, const Layout& lay);
+
+}  // namespace dtsim::workloads
