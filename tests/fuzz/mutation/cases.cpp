@@ -89,6 +89,9 @@ std::vector<Base> bundled_bases(const fs::path& root) {
                 "gpt-125m/seq1024/mb8/gpus1"},
                {},
                {}});
+  // Step graphs, run as `simulate CONFIG --graph FILE` on the configuration they were written from.
+  add_all(b, root, "examples/graphs", ".json", Format::json, {"simulate", "examples/graphs/tiny-tp2-pp2-dp2.yaml", "--graph", "{}"});
+  add_all(b, root, "examples/graphs", ".yaml", Format::yaml, simulate);
   // The well-formed traces of the trace tests (the others are refused on purpose).
   for (const char* t : {"legacy-1.9.json", "pytorch-1.13.json", "small.json"})
     b.push_back({std::string("tests/trace/data/") + t, Format::json, {"trace", "summary", "{}"}, {}, {}});
