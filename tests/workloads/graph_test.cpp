@@ -224,3 +224,29 @@ TEST(StepGraphJson, AGraphOfAnotherShapeIsRefusedForTheConfiguration) {
 
 }  // namespace
 }  // namespace dtsim::workloads
+
+namespace dtsim::workloads {
+namespace {
+
+TEST(StepGraphJson, LongerKernelsNeverMakeTheStepShorter) {
+  // Every compute op of every stage 1.5x as long (a slower GPU, as far as the graph goes): the step
+  // ends later on every layout.
+  for (const Case& c : cases()) {
+    const hw::Topology topo = node_with(c.gpus);
+    auto g = build_step_graph(topo, c.in);
+    ASSERT_TRUE(g.ok()) << c.name;
+    StepGraph slow = *g;
+    for (auto& kind : slow.kinds) {
+      for (StageGraph& s : kind) {
+        for (GraphOp& o : s.ops) o.duration = Time::ps(o.duration.picoseconds() * 3 / 2);
+      }
+    }
+    auto base = simulate_step(topo, c.in, &*g);
+    auto longer = simulate_step(topo, c.in, &slow);
+    ASSERT_TRUE(base.ok() && longer.ok()) << c.name;
+    EXPECT_GT(longer->step_time_s, base->step_time_s) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
