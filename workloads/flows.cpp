@@ -270,29 +270,22 @@ const Collective& CommFlows::host_flows(const std::string& key, const std::vecto
 }
 
 
-// Every worker sends its gradients' 1/shards to every shard (all workers: the shards are shared).
-const Collective& CommFlows::ps_push(double grad_bytes) {
+// Every worker sends its gradients' 1/shards to every shard (push) or pulls its weights' 1/shards
+// from every shard (pull); all workers use all shards.
+const Collective& CommFlows::ps_flows(const char* what, double bytes, bool to_host) {
   const int shards = in_.parallel.parameter_server.shards;
   std::vector<std::tuple<int, int, int, bool>> ends;
   for (int w = 0; w < lay_.dp(); ++w) {
     for (int s = 0; s < shards; ++s) {
       const auto [node, cpu] = shard_home(s, topo_.nodes());
-      ends.emplace_back(w, node, cpu, true);
+      ends.emplace_back(w, node, cpu, to_host);
     }
   }
-  return host_flows(fmt::format("ps-push|{}", grad_bytes), ends, grad_bytes / shards);
+  return host_flows(fmt::format("{}|{}", what, bytes), ends, bytes / shards);
 }
 
-const Collective& CommFlows::ps_pull(double param_bytes) {
-  const int shards = in_.parallel.parameter_server.shards;
-  std::vector<std::tuple<int, int, int, bool>> ends;
-  for (int w = 0; w < lay_.dp(); ++w) {
-    for (int s = 0; s < shards; ++s) {
-      const auto [node, cpu] = shard_home(s, topo_.nodes());
-      ends.emplace_back(w, node, cpu, false);
-    }
-  }
-  return host_flows(fmt::format("ps-pull|{}", param_bytes), ends, param_bytes / shards);
-}
+const Collective& CommFlows::ps_push(double grad_bytes) { return ps_flows("ps-push", grad_bytes, true); }
+
+const Collective& CommFlows::ps_pull(double param_bytes) { return ps_flows("ps-pull", param_bytes, false); }
 
 }  // namespace dtsim::workloads

@@ -48,6 +48,7 @@ class CommFlows {
  private:
   std::vector<std::vector<int>> groups(CommGroup g, int stage, int replica) const;
   std::vector<std::vector<int>> dp_groups(int stage, bool experts) const;
+  const Collective& ps_flows(const char* what, double bytes, bool to_host);
   bool keep_copy(const std::vector<int>& group, const std::vector<int>& representative_ranks) const;
   const Collective& collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs);
   // Flows between GPU pairs (one group each), all at once.

@@ -104,17 +104,7 @@ Status Builder::transformer(const TransformerSpec& m, std::vector<StageGraph>& s
   // (sequence parallelism, or Megatron's scatter/gather of pipeline tensors).
   act_msg_bytes = static_cast<double>(tr.micro_batch * (sh.seq / sh.cp) * m.hidden * e_bytes) / lay.tp();
 
-  ActivationShape as;
-  as.micro_batch = tr.micro_batch;
-  as.seq = sh.seq;
-  as.tp = sh.tp;
-  as.cp = sh.cp;
-  as.sequence_parallel = sh.sequence_parallel;
-  as.recompute = tr.recompute;
-  as.attention = tr.attention;
-  as.act_bytes = e_bytes;
-  as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
-  as.dropout_present = sh.dropout > 0;
+  const ActivationShape as = activation_shape(sh, tr, e_bytes);
   const double per_layer_act = layer_activation_bytes(m, as);
   const int v = vstages / p;
   for (int s = 0; s < p; ++s) {

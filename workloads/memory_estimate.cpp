@@ -59,17 +59,7 @@ Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const 
   const LayerProgram block = transformer_block(m, sh);
   const LayerProgram head = transformer_head(m, sh);
   const int e_bytes = element_bytes(tr.precision);
-  ActivationShape as;
-  as.micro_batch = tr.micro_batch;
-  as.seq = sh.seq;
-  as.tp = sh.tp;
-  as.cp = sh.cp;
-  as.sequence_parallel = sh.sequence_parallel;
-  as.recompute = tr.recompute;
-  as.attention = tr.attention;
-  as.act_bytes = e_bytes;
-  as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
-  as.dropout_present = sh.dropout > 0;
+  const ActivationShape as = activation_shape(sh, tr, e_bytes);
   const double per_layer_act = layer_activation_bytes(m, as);
   // Blocks of each virtual stage, as the engine splits them.
   auto split = virtual_stage_blocks(m.layers, vstages, par.split);

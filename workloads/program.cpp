@@ -6,6 +6,21 @@
 
 namespace dtsim::workloads {
 
+ActivationShape activation_shape(const ProgramShape& sh, const TrainingSpec& tr, int act_bytes) {
+  ActivationShape as;
+  as.micro_batch = tr.micro_batch;
+  as.seq = sh.seq;
+  as.tp = sh.tp;
+  as.cp = sh.cp;
+  as.sequence_parallel = sh.sequence_parallel;
+  as.recompute = tr.recompute;
+  as.attention = tr.attention;
+  as.act_bytes = act_bytes;
+  as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
+  as.dropout_present = sh.dropout > 0;
+  return as;
+}
+
 std::string_view to_string(CommGroup g) {
   switch (g) {
     case CommGroup::tp: return "tp";

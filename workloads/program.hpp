@@ -12,6 +12,7 @@
 #include "sim/expected.hpp"
 #include "workloads/compute.hpp"
 #include "workloads/layout.hpp"
+#include "workloads/memory.hpp"
 #include "workloads/model.hpp"
 #include "workloads/training.hpp"
 
@@ -67,6 +68,9 @@ struct ProgramShape {
 // The shapes of one run: its training settings on its layout (the engine and the memory estimate
 // build programs from the same shape).
 ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, const ParallelSpec& par, const Layout& lay);
+
+// What one layer of this shape keeps for its backward pass (memory.hpp), activations of act_bytes each.
+ActivationShape activation_shape(const ProgramShape& sh, const TrainingSpec& tr, int act_bytes);
 
 // Checks the model against the layout (heads divisible by tp, and so on); errors name fields.
 Status validate_transformer(const TransformerSpec& m, const ProgramShape& s);
