@@ -215,7 +215,7 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--hw-profile", o->hw_profile, "A calibrated hardware profile (from dtsim fit) replacing the default parameters");
   CLI::Option* trace = cmd->add_option("--trace", o->trace, "Write the simulated step as Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--trace-ranks", o->trace_ranks, "Ranks the trace shows, e.g. 0-7,64 (default: the first rank of each pipeline stage)")->needs(trace);
-  cmd->add_option("--dump-graph", o->dump_graph, "Write the step graph the configuration builds (per-stage ops, collectives, buckets; JSON, docs/config.md) to this file");
+  cmd->add_option("--dump-graph", o->dump_graph, "Write the step graph that runs (the configuration's own, or the one --graph gives; per-stage ops, collectives, buckets; JSON, docs/config.md) to this file");
   cmd->add_option("--graph", o->graph, "Run this step graph (a --dump-graph file, possibly edited) on the configuration's cluster and layout");
   cmd->add_flag("--list-params", o->list_params, "List the model parameters (communication, compute, memory) with defaults and sources");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });

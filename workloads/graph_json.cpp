@@ -38,8 +38,10 @@ constexpr Transfer::Kind kAllTransferKinds[] = {Transfer::Kind::host,    Transfe
 // executor's clock overflow or its memory explode (docs/config.md, "Step graphs").
 constexpr std::int64_t kMaxDurationPs = 10'000'000'000'000'000;  // 10^4 s per op
 constexpr std::int64_t kMaxStagePs = 100'000'000'000'000'000;    // 10^5 s of fixed time per stage
-constexpr double kMaxBytes = 1e15;                               // per message, bucket or tensor
-constexpr double kMaxCount = 1e18;                               // parameters, FLOPs
+constexpr double kMaxBytes = 1e15;                               // per message, and moved per stage
+constexpr double kMaxParams = 2.8e14;                            // parameters: x 4 bytes stays below the planner's 2^50
+constexpr double kMaxCount = 1e24;                               // FLOPs (bookkeeping only)
+constexpr std::size_t kMaxBuckets = 16'384;                      // gradient buckets per stage
 constexpr std::size_t kMaxOps = 20'000'000;                      // ops in the whole graph
 constexpr int kMaxStages = 65'536;
 
@@ -322,9 +324,9 @@ Expected<StageGraph> read_stage(const json& j, const Fields& f, const StepGraph&
   if (!st) return st.error();
   st = read_array(j, f, "grad_slots", s.grad_slots, [](const json& e, const Fields& ef) -> Expected<LayerSlot> {
     LayerSlot l;
-    DTSIM_TRY(l.params, field_number(e, ef, "params", kMaxCount));
-    DTSIM_TRY(l.expert_params, field_number(e, ef, "expert_params", kMaxCount, true));
-    auto tst = read_array(e, ef, "tensors", l.tensors, [](const json& t, const Fields& tf) { return as_int(t, tf, 0, static_cast<std::int64_t>(kMaxCount)); }, true);
+    DTSIM_TRY(l.params, field_number(e, ef, "params", kMaxParams));
+    DTSIM_TRY(l.expert_params, field_number(e, ef, "expert_params", kMaxParams, true));
+    auto tst = read_array(e, ef, "tensors", l.tensors, [](const json& t, const Fields& tf) { return as_int(t, tf, 0, static_cast<std::int64_t>(kMaxParams)); }, true);
     if (!tst) return tst.error();
     DTSIM_TRY(l.repeat, field_bool(e, ef, "repeat"));
     return l;
@@ -332,11 +334,12 @@ Expected<StageGraph> read_stage(const json& j, const Fields& f, const StepGraph&
   if (!st) return st.error();
   st = read_array(j, f, "buckets", s.buckets, [](const json& e, const Fields& ef) -> Expected<Bucket> {
     Bucket b;
-    DTSIM_TRY(b.params, field_number(e, ef, "params", kMaxCount));
-    DTSIM_TRY(b.expert_params, field_number(e, ef, "expert_params", kMaxCount, true));
+    DTSIM_TRY(b.params, field_number(e, ef, "params", kMaxParams));
+    DTSIM_TRY(b.expert_params, field_number(e, ef, "expert_params", kMaxParams, true));
     return b;
   });
   if (!st) return st.error();
+  if (s.buckets.size() > kMaxBuckets) return f.at("buckets").error(fmt::format("more than {} gradient buckets", kMaxBuckets));
   const auto nb = static_cast<std::int64_t>(s.buckets.size());
   st = read_array(j, f, "slot_bucket", s.slot_bucket, [nb](const json& e, const Fields& ef) -> Expected<int> {
     auto v = as_int(e, ef, -1, nb - 1);
@@ -347,7 +350,7 @@ Expected<StageGraph> read_stage(const json& j, const Fields& f, const StepGraph&
   if (s.slot_bucket.size() != s.grad_slots.size()) {
     return f.at("slot_bucket").error(fmt::format("has {} entries for {} gradient slots", s.slot_bucket.size(), s.grad_slots.size()));
   }
-  st = read_array(j, f, "gathers", s.gathers, [](const json& e, const Fields& ef) { return as_number(e, ef, kMaxCount); });
+  st = read_array(j, f, "gathers", s.gathers, [](const json& e, const Fields& ef) { return as_number(e, ef, kMaxParams); });
   if (!st) return st.error();
   st = read_array(j, f, "transfers", s.transfers, [](const json& e, const Fields& ef) -> Expected<Transfer> {
     Transfer t;
@@ -366,8 +369,8 @@ Expected<StageGraph> read_stage(const json& j, const Fields& f, const StepGraph&
   DTSIM_TRY(s.tied_grad_bytes, field_number(j, f, "tied_grad_bytes", kMaxBytes));
   DTSIM_TRY(s.flops, field_number(j, f, "flops", kMaxCount));
   DTSIM_TRY(s.recompute_flops, field_number(j, f, "recompute_flops", kMaxCount));
-  DTSIM_TRY(s.dense_params, field_number(j, f, "dense_params", kMaxCount));
-  DTSIM_TRY(s.expert_params, field_number(j, f, "expert_params", kMaxCount));
+  DTSIM_TRY(s.dense_params, field_number(j, f, "dense_params", kMaxParams));
+  DTSIM_TRY(s.expert_params, field_number(j, f, "expert_params", kMaxParams));
   DTSIM_TRY(s.layers, field_int<int>(j, f, "layers", 0, 1'000'000));
   DTSIM_TRY(s.in_flight, field_int<int>(j, f, "in_flight", 0, 1'000'000));
   DTSIM_TRY(s.activation_bytes, field_number(j, f, "activation_bytes", kMaxBytes));
@@ -377,14 +380,28 @@ Expected<StageGraph> read_stage(const json& j, const Fields& f, const StepGraph&
   st = read_array(j, f, "ops", s.ops, [&](const json& e, const Fields& ef) { return read_op(e, ef, s, g); });
   if (!st) return st.error();
   int ends = 0;
+  // Fixed time (compute, host transfers per use, the optimizer) and bytes moved (collectives,
+  // pipeline messages, transfers per use, buckets and gathers at 8 bytes a parameter) per stage,
+  // checked as they add up so that neither can overflow the executor's clock.
   std::int64_t fixed = s.optimizer.picoseconds();
+  double moved = 0;
+  const auto too_long = [&] { return f.at("ops").error(fmt::format("more than {:g} s of compute and host time on one stage", kMaxStagePs * 1e-12)); };
   for (const GraphOp& op : s.ops) {
     ends += op.kind == OpKind::end_backward ? 1 : 0;
-    fixed += op.duration.picoseconds();  // each at most 10^4 s, at most 2 x 10^7 ops: no overflow
-    if (fixed > kMaxStagePs) return f.at("ops").error(fmt::format("more than {:g} s of compute on one stage", kMaxStagePs * 1e-12));
+    std::int64_t t = op.duration.picoseconds();
+    if (op.kind == OpKind::transfer) {
+      t += s.transfers[static_cast<std::size_t>(op.a)].duration.picoseconds();
+      moved += s.transfers[static_cast<std::size_t>(op.a)].bytes;
+    }
+    if (op.kind == OpKind::comm) moved += static_cast<double>(s.comms[static_cast<std::size_t>(op.a)].bytes.count());
+    if (op.kind == OpKind::send_act || op.kind == OpKind::send_grad) moved += g.act_msg_bytes;
+    if (t > kMaxStagePs - fixed) return too_long();  // each term is at most 2 x 10^4 s: no overflow
+    fixed += t;
   }
-  for (const Transfer& t : s.transfers) fixed += t.duration.picoseconds();
-  if (fixed > kMaxStagePs) return f.at("transfers").error(fmt::format("more than {:g} s of host time on one stage", kMaxStagePs * 1e-12));
+  for (const Bucket& b : s.buckets) moved += 8.0 * (b.params + b.expert_params);
+  for (double p : s.gathers) moved += 8.0 * p;
+  moved += s.tied_grad_bytes;
+  if (moved > kMaxBytes) return f.at("ops").error(fmt::format("more than {:g} bytes communicated by one stage", kMaxBytes));
   if (ends != 1) return f.at("ops").error(fmt::format("needs exactly one end_backward op (the step's end of backward), found {}", ends));
   return s;
 }
@@ -435,12 +452,23 @@ Expected<StepGraph> graph_from_json(const json& j) {
     }
     std::vector<StageGraph> graphs;
     for (std::size_t s = 0; s < stages->size(); ++s) {
-      // The op budget before reading the ops, so that a huge file stops early.
+      // The op budget before reading a stage's ops (the document is parsed whole before this).
       if (const auto it = (*stages)[s].find("ops"); (*stages)[s].is_object() && it != (*stages)[s].end() && it->is_array()) ops += it->size();
       if (ops > kMaxOps) return kf.at("stages").at(s).at("ops").error(fmt::format("more than {} ops in the graph", kMaxOps));
       auto sg = read_stage((*stages)[s], kf.at("stages").at(s), g);
       if (!sg) return sg.error();
       graphs.push_back(std::move(*sg));
+    }
+    // Stages wait for each other through the pipeline: the fixed time of all of them together
+    // bounds the step (each stage's own sum was checked on reading it).
+    std::int64_t total = 0;
+    for (const StageGraph& sg : graphs) {
+      std::int64_t t = sg.optimizer.picoseconds();
+      for (const GraphOp& op : sg.ops) {
+        t += op.duration.picoseconds() + (op.kind == OpKind::transfer ? sg.transfers[static_cast<std::size_t>(op.a)].duration.picoseconds() : 0);
+      }
+      if (t > kMaxStagePs - total) return kf.at("stages").error(fmt::format("more than {:g} s of compute and host time over all stages", kMaxStagePs * 1e-12));
+      total += t;
     }
     g.gpu_kinds.push_back(std::move(gpu));
     g.kinds.push_back(std::move(graphs));

@@ -10,7 +10,7 @@
 //
 // Reading checks everything the executor relies on (kinds, fields, types, ranges, indices,
 // pipeline peers, the end_backward op) and names the JSON path of the first problem
-// ("kinds[0].stages[1].ops[17].comm: index 9 out of range (4 comms)").
+// ("kinds[0].stages[1].ops[17].comm: 9 is out of range [0, 3]").
 #pragma once
 
 #include <string>

@@ -253,6 +253,22 @@ Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& i
   if (given) {
     if (auto st = check_graph_shape(*given, *built); !st) return st.error();
   }
+  if (given) {
+    // nn.DataParallel's data movements need its single process over several GPUs (the builder
+    // writes them only then).
+    for (const auto& kind : given->kinds) {
+      for (const StageGraph& sg : kind) {
+        for (const GraphOp& op : sg.ops) {
+          if (op.kind != OpKind::transfer || sg.transfers[static_cast<std::size_t>(op.a)].kind == Transfer::Kind::host) continue;
+          if (in.parallel.dp_impl != DpImpl::dataparallel || lay->dp() < 2) {
+            return Error(fmt::format("a '{}' transfer op needs parallel.dp_impl: dataparallel over at least 2 GPUs",
+                                     to_string(sg.transfers[static_cast<std::size_t>(op.a)].kind)),
+                         "graph");
+          }
+        }
+      }
+    }
+  }
   const StepGraph& graph = given ? *given : *built;
   auto kinds = gpu_kinds(topo, *lay);
   if (!kinds) return kinds.error();

@@ -43,7 +43,7 @@ std::string slurp(const std::string& path) {
 const std::string kA100Log = source("data/calibration/published/all_reduce_perf-a100.log");
 
 TEST(FitCli, PublishedLogGivesAProfileThatCollectiveAccepts) {
-  const std::string profile = temp("a100.yaml");
+  const std::string profile = temp("calibrate-cli-a100-profile.yaml");
   const Result r = run("fit --nccl-tests " + kA100Log + " -o " + profile);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("held-out"), std::string::npos) << r.out;

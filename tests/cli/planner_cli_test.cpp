@@ -305,9 +305,9 @@ TEST(PlannerCli, AMixedClusterIsBoundedByItsSlowestGpuKind) {
   // parallelism waits for the A100s, so the two steps agree within a few percent; all-H100 is
   // far faster. It was 0.10 s (the H100 pace) before.
   const std::string job = "model: gpt3-1.3b\ntraining: {global_batch: 64, micro_batch: 2}\n";
-  const std::string mixed = write("mixed.yaml", "cluster: " + std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/mixed-h100-a100.yaml\n" + job);
-  const std::string a100 = write("a100.yaml", "cluster: {node: dgx-a100-80g, nodes: 4, fabric: {kind: fat-tree, nic: ib-ndr, radix: 64}}\n" + job);
-  const std::string h100 = write("h100.yaml", "cluster: {node: dgx-h100, nodes: 4, fabric: {kind: fat-tree, nic: ib-ndr, radix: 64}}\n" + job);
+  const std::string mixed = write("planner-kinds-mixed.yaml", "cluster: " + std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/mixed-h100-a100.yaml\n" + job);
+  const std::string a100 = write("planner-kinds-a100.yaml", "cluster: {node: dgx-a100-80g, nodes: 4, fabric: {kind: fat-tree, nic: ib-ndr, radix: 64}}\n" + job);
+  const std::string h100 = write("planner-kinds-h100.yaml", "cluster: {node: dgx-h100, nodes: 4, fabric: {kind: fat-tree, nic: ib-ndr, radix: 64}}\n" + job);
   std::map<std::string, nlohmann::json> res;
   for (const auto& [name, f] : {std::pair{"mixed", mixed}, std::pair{"a100", a100}, std::pair{"h100", h100}}) {
     const std::string json = temp(std::string(name) + "-kinds.json");

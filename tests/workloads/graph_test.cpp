@@ -193,6 +193,15 @@ TEST(StepGraphJson, BrokenDocumentsNameTheJsonPath) {
        "kinds[0].stages[1].ops[0].micro_batch", "out of range"},
       {[](auto& j) { j["kinds"][0]["stages"][2]["slot_bucket"].push_back(0); }, "kinds[0].stages[2].slot_bucket", "entries for"},
       {[](auto& j) { j["kinds"][0]["stages"][0]["labels"] = nlohmann::json::array(); }, "kinds[0].stages[0].labels", "at least one"},
+      // Parameters whose bytes the collective planner would refuse (it takes at most 2^50).
+      {[](auto& j) { j["kinds"][0]["stages"][0]["dense_params"] = 1e15; }, "kinds[0].stages[0].dense_params", "out of range"},
+      // One host transfer of 10^4 s used 20 times: 2 x 10^5 s, past the clock's budget per stage.
+      {[](auto& j) {
+         auto& st = j["kinds"][0]["stages"][0];
+         st["transfers"] = {{{"kind", "host"}, {"bytes", 0}, {"duration_ps", 10'000'000'000'000'000}, {"name", "host"}}};
+         for (int i = 0; i < 20; ++i) st["ops"].push_back({{"kind", "transfer"}, {"transfer", 0}});
+       },
+       "kinds[0].stages[0].ops", "more than 100000 s"},
       {[](auto& j) {
          auto& ops = j["kinds"][0]["stages"][3]["ops"];
          ops.push_back({{"kind", "end_backward"}});
