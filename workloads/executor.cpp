@@ -56,6 +56,11 @@ struct Executor {
   int gather_next = 0;     // next gather the stream starts (in order)
   int gather_allowed = 0;  // prefetch limit: one layer ahead of the layer being computed
   int waiting_gather = -1;
+  // Host-launched ops (GraphOp::host_gap): the host's launch clock, and the other streams.
+  Time host;
+  std::map<int, Time> stream_free;  // stream (not 0) -> when its last op ends
+  Time streams_end;                 // when the last op on another stream ends
+  bool optimized = false;           // the optimizer step is over; the ops after end_backward run
 };
 
 class Engine {
@@ -109,6 +114,12 @@ class Engine {
   void tie_embeddings(Executor& e);
   void optimizer_step(Executor& e);
   void gather_params(Executor& e);
+  // The optimizer step is over: the ops after end_backward run, then the step ends.
+  void after_optimizer(Executor& e);
+  // Compute on the compute stream, after its host launch and launch delay (GraphOp::host_gap).
+  void run_compute(Executor& e, const GraphOp& op);
+  // Compute on another stream: placed at max(launch, that stream free) + delay, beside the rest.
+  void run_on_stream(Executor& e, const GraphOp& op);
   void pump_gathers(Executor& e);
   // Runs `start` once `parties` executors have joined under `key`; `start` receives a callback
   // that runs every participant's continuation.
@@ -167,7 +178,7 @@ void Engine::ps_update(Executor& e) {
   join("ps-update", replicas_, [this, &e, start = sim_.now()] {
     record(e, TimelineEvent::Track::dp, start, "parameter-server update and pull", "shards sum gradients, update, workers pull weights");
     account(e);
-    e.end = sim_.now();
+    after_optimizer(e);
   }, [this, params = e.prog->dense_params](std::function<void()> all_done) {
     const ParameterServerSpec& ps = in_.parallel.parameter_server;
     const double read = static_cast<double>(lay_.dp()) * params / ps.shards * hw::dtype_bytes(in_.training.grad_dtype);
@@ -222,8 +233,11 @@ void Engine::advance(Executor& e) {
     const GraphOp& in = sp.ops[e.pc];
     switch (in.kind) {
       case OpKind::compute: {
-        block(e, TimeKind::compute);
-        start_compute(e, in.duration, [this, &e] { resume(e); });
+        if (in.stream != 0) {
+          run_on_stream(e, in);
+          break;
+        }
+        run_compute(e, in);
         return;
       }
       case OpKind::comm: {
@@ -325,6 +339,34 @@ void Engine::advance(Executor& e) {
     }
     ++e.pc;
   }
+  if (e.optimized) e.end = std::max(sim_.now(), e.streams_end);
+}
+
+void Engine::run_compute(Executor& e, const GraphOp& op) {
+  e.host = e.host + op.host_gap;
+  const Time wait = (e.host > sim_.now() ? e.host - sim_.now() : Time::zero()) + op.delay;
+  if (wait <= Time::zero()) {
+    block(e, TimeKind::compute);
+    start_compute(e, op.duration, [this, &e] { resume(e); });
+    return;
+  }
+  // The stream waits for the host to launch the op (a host-bound step) and for the launch
+  // latency or inter-kernel gap measured after it.
+  block(e, TimeKind::host);
+  sim_.schedule_in(wait, [this, &e, work = op.duration] {
+    account(e);
+    block(e, TimeKind::compute);
+    start_compute(e, work, [this, &e] { resume(e); });
+  });
+}
+
+void Engine::run_on_stream(Executor& e, const GraphOp& op) {
+  e.host = e.host + op.host_gap;
+  Time& free = e.stream_free[op.stream];
+  const Time start = std::max(e.host, free) + op.delay;
+  free = start + op.duration;
+  e.streams_end = std::max(e.streams_end, free);
+  record(e, TimelineEvent::Track::compute, start, e.prog->labels[static_cast<std::size_t>(op.label)], fmt::format("stream {}", op.stream), free);
 }
 
 void Engine::start_compute(Executor& e, Time work, std::function<void()> done) {
@@ -582,7 +624,7 @@ void Engine::optimizer_step(Executor& e) {
 
 void Engine::gather_params(Executor& e) {
   if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.grad_dp() < 2) {
-    e.end = sim_.now();
+    after_optimizer(e);
     return;
   }
   // ZeRO / the distributed optimizer: gather the updated shards back into full parameters.
@@ -594,10 +636,15 @@ void Engine::gather_params(Executor& e) {
     record(e, TimelineEvent::Track::dp, e.wait_start, "dp allgather (updated parameters)",
            fmt::format("{} per rank (ZeRO / distributed optimizer)", to_string(Bytes(static_cast<I>(bytes)))));
     account(e);
-    e.end = sim_.now();
+    after_optimizer(e);
   }, [this, stage, bytes](std::function<void()> all_done) {
     launch(flows_.dp_collective(stage, false, CollOp::allgather, Bytes(static_cast<I>(bytes))), all_done);
   });
+}
+
+void Engine::after_optimizer(Executor& e) {
+  e.optimized = true;
+  advance(e);
 }
 
 Status Engine::run() {

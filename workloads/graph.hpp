@@ -11,7 +11,8 @@
 //     at slot i (StageGraph::slot_bucket) are then reduced on the data-parallel stream;
 //   - ZeRO-3 edges: gather_wait (i) waits for parameter gather i, which runs on a stream of its
 //     own at most one layer ahead;
-//   - end_backward: the data-parallel stream drains, then the optimizer step runs.
+//   - end_backward: the data-parallel stream drains, then the optimizer step runs (the `optimizer`
+//     time below), then the ops after it, if any (a traced step's optimizer kernels).
 // Communication ops name a collective (comm), a pipeline peer or a data movement (transfer); the
 // executor maps them onto groups of ranks from the layout. The graph of one stage stands for every
 // tensor-/context-parallel rank of it and, by symmetry, for its data-parallel replicas.
@@ -63,6 +64,14 @@ struct GraphOp {
   Time duration;    // compute, or the compute that runs beside an overlapped collective
   bool overlapped = false;
   int label = 0;    // index into StageGraph::labels (what a timeline calls it)
+  // Host-launched compute (a traced step; zero for the analytical builders, whose host is always
+  // ahead): the host launches this op `host_gap` after the previous launch of the stage graph,
+  // and the GPU starts it at max(launch, stream free) + `delay` (launch latency or inter-kernel
+  // gap). `stream` 0 is the compute stream, which waits for every collective and pipeline op;
+  // an op on another stream runs beside it, ordered only with that stream's own ops.
+  Time host_gap;
+  Time delay;
+  int stream = 0;
 };
 
 // The gradients of one layer becoming final.

@@ -39,7 +39,7 @@ struct StageWriter {
   Time host_cost;
   Time gpu_lead;
   void push(OpKind kind, int a = 0, int b = 0, Time duration = Time::zero(), bool overlapped = false) {
-    g.ops.push_back(GraphOp{kind, a, b, duration, overlapped, label});
+    g.ops.push_back(GraphOp{kind, a, b, duration, overlapped, label, Time::zero(), Time::zero(), 0});
   }
   void begin(std::string label_text) {
     g.labels.push_back(std::move(label_text));

@@ -38,6 +38,7 @@ constexpr Transfer::Kind kAllTransferKinds[] = {Transfer::Kind::host,    Transfe
 // executor's clock overflow or its memory explode (docs/config.md, "Step graphs").
 constexpr std::int64_t kMaxDurationPs = 10'000'000'000'000'000;  // 10^4 s per op
 constexpr std::int64_t kMaxStagePs = 100'000'000'000'000'000;    // 10^5 s of fixed time per stage
+constexpr int kMaxStream = 1023;                                 // streams of a stage's host-launched compute
 constexpr double kMaxBytes = 1e15;                               // per message, and moved per stage
 constexpr double kMaxParams = 2.8e14;                            // parameters: x 4 bytes stays below the planner's 2^50
 constexpr double kMaxCount = 1e24;                               // FLOPs (bookkeeping only)
@@ -64,7 +65,13 @@ namespace {
 json op_json(const GraphOp& op) {
   json j = {{"kind", to_string(op.kind)}, {"label", op.label}};
   switch (op.kind) {
-    case OpKind::compute: j["duration_ps"] = op.duration.picoseconds(); break;
+    case OpKind::compute:
+      j["duration_ps"] = op.duration.picoseconds();
+      // Host-launched compute (a traced step) only: the analytical builders' graphs leave them out.
+      if (op.host_gap > Time::zero()) j["host_gap_ps"] = op.host_gap.picoseconds();
+      if (op.delay > Time::zero()) j["delay_ps"] = op.delay.picoseconds();
+      if (op.stream != 0) j["stream"] = op.stream;
+      break;
     case OpKind::comm:
       j["comm"] = op.a;
       if (op.overlapped) {
@@ -262,9 +269,16 @@ Expected<GraphOp> read_op(const json& j, const Fields& f, const StageGraph& s, c
     return {};
   };
   switch (op.kind) {
-    case OpKind::compute:
+    case OpKind::compute: {
       if (auto st = duration(); !st) return st.error();
+      std::int64_t gap = 0, delay = 0;
+      DTSIM_TRY(gap, field_int<std::int64_t>(j, f, "host_gap_ps", 0, kMaxDurationPs, std::optional<std::int64_t>(0)));
+      DTSIM_TRY(delay, field_int<std::int64_t>(j, f, "delay_ps", 0, kMaxDurationPs, std::optional<std::int64_t>(0)));
+      DTSIM_TRY(op.stream, field_int<int>(j, f, "stream", 0, kMaxStream, std::optional<int>(0)));
+      op.host_gap = Time::ps(gap);
+      op.delay = Time::ps(delay);
       break;
+    }
     case OpKind::comm: {
       if (auto st = index("comm", s.comms.size(), "comms"); !st) return st.error();
       DTSIM_TRY(op.overlapped, field_bool(j, f, "overlapped"));
@@ -388,14 +402,14 @@ Expected<StageGraph> read_stage(const json& j, const Fields& f, const StepGraph&
   const auto too_long = [&] { return f.at("ops").error(fmt::format("more than {:g} s of compute and host time on one stage", kMaxStagePs * 1e-12)); };
   for (const GraphOp& op : s.ops) {
     ends += op.kind == OpKind::end_backward ? 1 : 0;
-    std::int64_t t = op.duration.picoseconds();
+    std::int64_t t = op.duration.picoseconds() + op.host_gap.picoseconds() + op.delay.picoseconds();
     if (op.kind == OpKind::transfer) {
       t += s.transfers[static_cast<std::size_t>(op.a)].duration.picoseconds();
       moved += s.transfers[static_cast<std::size_t>(op.a)].bytes;
     }
     if (op.kind == OpKind::comm) moved += static_cast<double>(s.comms[static_cast<std::size_t>(op.a)].bytes.count());
     if (op.kind == OpKind::send_act || op.kind == OpKind::send_grad) moved += g.act_msg_bytes;
-    if (t > kMaxStagePs - fixed) return too_long();  // each term is at most 2 x 10^4 s: no overflow
+    if (t > kMaxStagePs - fixed) return too_long();  // each term is at most 3 x 10^4 s: no overflow
     fixed += t;
   }
   for (const Bucket& b : s.buckets) moved += 8.0 * (b.params + b.expert_params);
@@ -465,7 +479,7 @@ Expected<StepGraph> graph_from_json(const json& j) {
     for (const StageGraph& sg : graphs) {
       std::int64_t t = sg.optimizer.picoseconds();
       for (const GraphOp& op : sg.ops) {
-        t += op.duration.picoseconds() + (op.kind == OpKind::transfer ? sg.transfers[static_cast<std::size_t>(op.a)].duration.picoseconds() : 0);
+        t += op.duration.picoseconds() + op.host_gap.picoseconds() + op.delay.picoseconds() + (op.kind == OpKind::transfer ? sg.transfers[static_cast<std::size_t>(op.a)].duration.picoseconds() : 0);
       }
       if (t > kMaxStagePs - total) return kf.at("stages").error(fmt::format("more than {:g} s of compute and host time over all stages", kMaxStagePs * 1e-12));
       total += t;

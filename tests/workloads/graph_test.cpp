@@ -88,7 +88,7 @@ TEST(StepGraphJson, WrittenAndReadBackRunsToTheSameStep) {
   }
 }
 
-GraphOp op(OpKind k, int a = 0, int b = 0, Time d = Time::zero()) { return GraphOp{k, a, b, d, false, 0}; }
+GraphOp op(OpKind k, int a = 0, int b = 0, Time d = Time::zero()) { return GraphOp{k, a, b, d, false, 0, Time::zero(), Time::zero(), 0}; }
 
 // A graph of one GPU's step drawn by hand: compute kernels, a host gap, the end of backward and the
 // optimizer step, nothing to communicate. Its step is their sum.
@@ -120,6 +120,42 @@ TEST(StepGraphJson, AHandDrawnGraphRunsToItsClosedForm) {
   EXPECT_DOUBLE_EQ(r->step_time_s, 3.75e-3);  // 1 + 0.25 + 2 + 0.5 ms
   EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::compute)], 3e-3);
   EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::host)], 0.25e-3);
+  EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::optimizer)], 0.5e-3);
+}
+
+GraphOp launched(Time d, Time host_gap, Time delay, int stream = 0) {
+  return GraphOp{OpKind::compute, 0, 0, d, false, 0, host_gap, delay, stream};
+}
+
+// Host-launched ops (a traced step's), by hand, in ms. The host launches at 2, 2.5, 3 and 6 (gaps
+// 2, 0.5, 0.5, 3). Op A (1 ms) starts at launch 2 + delay 0.5 = 2.5 and ends at 3.5. Op B (4 ms) is
+// on stream 1: max(launch 2.5, stream free 0) + 0 = 2.5 to 6.5, beside the compute stream. Op C
+// (1 ms) waits for nothing but stream 0: max(3, 3.5) + delay 0.25 = 3.75 to 4.75. end_backward
+// and the 0.5 ms optimizer step: 4.75 to 5.25. Op D after it (0.5 ms): max(launch 6, 5.25) = 6 to
+// 6.5. The step ends at 6.5 (D and B). Stream 0 waited 2.5 (A) + 0.25 (C) + 0.75 (D) on the host.
+TEST(StepGraphJson, HostLaunchesDelaysAndASideStreamByHand) {
+  const hw::Topology topo = node_with(1);
+  const StepInputs in = inputs(2, 1, 1);
+  auto shape = build_step_graph(topo, in);
+  ASSERT_TRUE(shape.ok());
+  StepGraph g;
+  g.gpu_kinds = shape->gpu_kinds;
+  g.kinds.push_back({hand_stage({launched(Time::ms(1), Time::ms(2), Time::us(500)), launched(Time::ms(4), Time::us(500), Time::zero(), 1),
+                                 launched(Time::ms(1), Time::us(500), Time::us(250)), op(OpKind::end_backward),
+                                 launched(Time::us(500), Time::ms(3), Time::zero())},
+                                Time::us(500))});
+  const nlohmann::json j = graph_to_json(g);
+  auto back = graph_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(graph_to_json(*back), j);  // host_gap_ps, delay_ps and stream survive the round trip
+  const GraphOp& b = back->kinds[0][0].ops[1];
+  EXPECT_EQ(b.host_gap, Time::us(500));
+  EXPECT_EQ(b.stream, 1);
+  auto r = simulate_step(topo, in, &*back);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_DOUBLE_EQ(r->step_time_s, 6.5e-3);
+  EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::compute)], 2.5e-3);  // A, C, D
+  EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::host)], 3.5e-3);
   EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::optimizer)], 0.5e-3);
 }
 
