@@ -40,7 +40,8 @@ void BM_TraceDdp(benchmark::State& state, const char* example) {
     in.comm = cfg->inputs.comm;
     in.dp = topo->gpus();
     if (cfg->inputs.parallel.bucket.count() > 0) in.params.bucket = cfg->inputs.parallel.bucket;  // as dtsim simulate
-    auto r = trace::replay_step(*topo, gpu, in);
+    in.sharing = cfg->inputs.sharing;
+    auto r = trace::replay_step(*topo, in);
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
       return;

@@ -81,12 +81,12 @@ int run(const Options& o) {
       print_error("--trace: the timeline of a traced step is not written yet (the profile itself is its timeline)");
       return kExitBadInput;
     }
-    if (!o.dump_graph.empty() || !o.graph.empty()) {
-      print_error(fmt::format("{}: a traced step (model: {{trace: ...}}) is replayed by its own executor; it has no step graph to write or read yet",
-                              o.dump_graph.empty() ? "--graph" : "--dump-graph"));
+    if (!o.graph.empty()) {
+      print_error("--graph: a traced step (model: {trace: ...}) builds its graph from the trace; run a graph file with a configuration "
+                  "that names a model, or write the traced step's graph with --dump-graph");
       return kExitBadInput;
     }
-    return simulate_trace(*cfg, *topo, o.json);
+    return simulate_trace(*cfg, *topo, o.json, o.dump_graph);
   }
   // The step graph: read from --graph, or built from the configuration for --dump-graph.
   std::optional<workloads::StepGraph> given;

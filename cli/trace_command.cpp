@@ -12,6 +12,7 @@
 #include "reports/output.hpp"
 #include "trace/replay.hpp"
 #include "trace/summary.hpp"
+#include "workloads/graph_json.hpp"
 
 namespace dtsim::cli {
 
@@ -46,7 +47,8 @@ std::string ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
 std::string render_replay(const trace::ReplayResult& r, const std::string& file, const std::string& cluster) {
   std::string o;
   o += fmt::format("trace        {}\n", file);
-  o += fmt::format("traced on    {}; simulated on {} ({} GPU{}{})\n", r.traced_gpu, r.target_gpu, r.gpus, r.gpus == 1 ? "" : "s, DDP",
+  o += fmt::format("traced on    {}; simulated on {}{} ({} GPU{}{})\n", r.traced_gpu, r.target_gpu, r.mixed ? " and the cluster's other GPU kinds" : "",
+                   r.gpus, r.gpus == 1 ? "" : "s, DDP",
                    r.retimed ? ", kernels re-timed by class" : ", measured kernel times");
   o += fmt::format("cluster      {}\n\n", cluster);
   o += fmt::format("step time          {:>10} ms   (profiled GPU window {} ms)\n", ms(r.step_s), ms(r.traced_window_s));
@@ -54,6 +56,7 @@ std::string render_replay(const trace::ReplayResult& r, const std::string& file,
   o += fmt::format("  waiting for host {:>10} ms\n", ms(r.host_wait_s));
   o += fmt::format("  waiting for DP   {:>10} ms\n", ms(r.dp_wait_s));
   o += fmt::format("  launch and inter-kernel delays (measured, kept) {} ms\n", ms(r.gpu_delay_s));
+  if (r.side_stream_s > 0) o += fmt::format("  on other streams, beside the compute stream {} ms\n", ms(r.side_stream_s));
   if (r.gpus > 1) {
     o += fmt::format("gradients          {:.1f} MB from the {}, {} bucket{}, all-reduce {} ms in all, {} ms exposed\n",
                      static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, r.buckets == 1 ? "" : "s", ms(r.allreduce_s),
@@ -88,6 +91,7 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
             {"host_wait_s", r.host_wait_s},
             {"dp_wait_s", r.dp_wait_s},
             {"gpu_delay_s", r.gpu_delay_s},
+            {"side_stream_s", r.side_stream_s},
             {"traced_window_s", r.traced_window_s},
             {"gradient_bytes", r.gradient_bytes},
             {"gradient_source", r.gradient_source},
@@ -100,7 +104,7 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
 
 }  // namespace
 
-int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json) {
+int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json, const std::string& dump_graph) {
   const config::TraceModel& tm = *cfg.trace;
   // Errors name the configuration (at its model.trace line), as the loader's do.
   const auto at_config = [&](const std::string& field, const std::string& message) {
@@ -153,7 +157,19 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   if (par.bucket.count() > 0) in.params.bucket = par.bucket;
   if (tm.profiler_overhead_per_event) in.params.profiler_overhead_per_event = *tm.profiler_overhead_per_event;
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = trace::replay_step(topo, topo.node_template(0).spec().gpu, in);
+  in.sharing = cfg.inputs.sharing;
+  if (!dump_graph.empty()) {
+    auto g = trace::trace_step_graph(topo, in);
+    if (!g) {
+      at_config(g.error().field.empty() ? "model.trace" : g.error().field, g.error().message);
+      return kExitBadInput;
+    }
+    if (auto st = workloads::write_graph_file(dump_graph, g->graph); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
+  auto r = trace::replay_step(topo, in);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r) {
     at_config(r.error().field.empty() ? "model.trace" : r.error().field, r.error().message);

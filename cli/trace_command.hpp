@@ -14,7 +14,8 @@ namespace dtsim::cli {
 void add_trace_command(CLI::App& app, int& exit_code);
 
 // Simulates the configuration's traced step on `topo`; prints the report, writes JSON when
-// `json` is not empty. Returns the exit code.
-int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json);
+// `json` is not empty and the step graph built from the trace when `dump_graph` is not. Returns
+// the exit code.
+int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json, const std::string& dump_graph);
 
 }  // namespace dtsim::cli

@@ -1,8 +1,9 @@
-// Trace-driven simulation of one training step: the profiled step becomes the rank's program, a
-// sequence of GPU operations, each with its measured duration (re-timed by class on another GPU)
-// and the host time between their launches (kept, less the profiler's own recording cost), and
-// dtsim adds data parallelism: PyTorch DDP's gradient buckets, all-reduced on the cluster's
-// network while the backward pass runs, the optimizer waiting for the last one.
+// Trace-driven simulation of one training step: the profiled step becomes each rank's step graph
+// (trace_graph.hpp: the GPU operations with their measured durations, re-timed by class on another
+// GPU, and the host time between their launches, kept less the profiler's own recording cost), and
+// the step-graph executor (workloads/executor.hpp) runs it with data parallelism on the cluster's
+// network: PyTorch DDP's gradient buckets, reduced on a stream of their own while the backward pass
+// runs, the optimizer's kernels waiting for the last one.
 //
 // Host model (the mechanism that makes a profiled step slower than the same step unprofiled): the
 // GPU starts op i at max(host launch of i, end of the previous op on its stream) plus the delay
@@ -20,17 +21,10 @@
 #include "hw/specs.hpp"
 #include "hw/topology.hpp"
 #include "trace/ops.hpp"
+#include "trace/trace_graph.hpp"
 #include "workloads/compute.hpp"
 
 namespace dtsim::trace {
-
-struct ReplayParams {
-  // Host time the profiler adds per recorded host event (record_shapes=True). Fitted on the
-  // ResNet-50 trace of data/traces/h100-2026-11-23 (in-sample); GPT-2 and Llama held out.
-  Time profiler_overhead_per_event = Time::ns(3000);
-  Bytes bucket = Bytes::MiB(25);              // DDP bucket_cap_mb default (torch/nn/parallel/distributed.py)
-  Bytes first_bucket = Bytes::MiB(1);         // DDP _DEFAULT_FIRST_BUCKET_BYTES
-};
 
 struct ReplayInputs {
   const StepOps* ops = nullptr;
@@ -38,36 +32,37 @@ struct ReplayInputs {
   workloads::ComputeParams compute;       // efficiency model and comm_slowdown
   comm::CommParams comm = comm::CommParams::nccl_defaults();
   int dp = 1;                             // data-parallel ranks: GPUs 0..dp-1 of the topology
+  std::string sharing = "max-min";        // bandwidth sharing of the network's flows
   std::optional<std::int64_t> gradient_bytes;  // from a model named beside the trace (else the trace's)
   ReplayParams params;
-};
-
-struct ClassTime {
-  std::int64_t traced_ns = 0;   // summed measured durations
-  std::int64_t replay_ns = 0;   // summed re-timed durations on the target GPU
-  std::int64_t count = 0;
 };
 
 struct ReplayResult {
   std::string traced_gpu, target_gpu;
   bool retimed = false;               // target differs from the traced GPU
   int gpus = 1;
-  double step_s = 0;                  // host step start to the last GPU op or all-reduce end
+  bool mixed = false;                 // the ranks are of several GPU kinds (target_gpu: node 0's)
+  double step_s = 0;                  // host step start to the last GPU op or all-reduce end (slowest rank)
   double gpu_busy_s = 0;              // sum of (re-timed) op durations, comm slowdown included
   double host_wait_s = 0;             // compute stream idle, waiting for launches
   double dp_wait_s = 0;               // compute stream idle, waiting for gradient all-reduces
   double gpu_delay_s = 0;             // measured launch latencies and inter-kernel gaps, kept
+  double side_stream_s = 0;           // ops on other streams than the compute stream (beside it)
   double traced_window_s = 0;         // the profile's GPU window (first op start to last end)
   std::int64_t gradient_bytes = 0;
   std::string gradient_source;        // "trace (N AccumulateGrad ops)" or the model's name
   int buckets = 0;
-  double allreduce_s = 0;             // summed all-reduce times
-  double exposed_allreduce_s = 0;     // after the last backward op
+  double allreduce_s = 0;             // summed all-reduce times (of node 0's first rank)
+  double exposed_allreduce_s = 0;     // the optimizer's kernels waited for them (= dp_wait_s)
+  std::uint64_t events = 0;           // simulator events
   std::size_t removed_comm_ops = 0;   // traced NCCL kernels left out (DDP is simulated instead)
   std::array<ClassTime, kKernelClasses> classes{};
 };
 
-Expected<ReplayResult> replay_step(const hw::Topology& topo, const hw::GpuSpec& target_gpu, const ReplayInputs& in);
+// The step graph every rank runs (one stage graph per GPU kind of GPUs 0..dp-1).
+Expected<TraceGraph> trace_step_graph(const hw::Topology& topo, const ReplayInputs& in);
+// Builds that graph and runs it on the cluster (workloads::execute_step_graph).
+Expected<ReplayResult> replay_step(const hw::Topology& topo, const ReplayInputs& in);
 
 // The GPU preset name a trace's device name stands for ("NVIDIA H100 80GB HBM3" -> h100-sxm), or
 // empty when unknown.

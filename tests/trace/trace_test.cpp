@@ -14,6 +14,7 @@
 #include "trace/replay.hpp"
 #include "tests/support/cli_run.hpp"
 #include "trace/summary.hpp"
+#include "workloads/graph_json.hpp"
 
 namespace dtsim::trace {
 namespace {
@@ -287,6 +288,72 @@ TEST(TraceReplay, DdpAddsGradientAllReduce) {
   EXPECT_EQ(eight["result"]["gradient_bytes"], 25'557'032LL * 4);
   EXPECT_GE(eight["result"]["step_time_s"].get<double>(), one["result"]["step_time_s"].get<double>());
   EXPECT_GT(eight["result"]["buckets"].get<int>(), 1);
+}
+
+// The host model on small.json, by hand, with the profiler's per-event cost set to 0 (times in µs
+// after the ProfilerStep's start at 1000). Launch calls return at 20, 49, 69 and 88: those are the
+// host launches. Each op's measured delay is its start less max(launch, previous op's end on the
+// stream): 21.5 - 20 = 1.5, 60 - 51.75 = 8.25, 70 - 69 = 1, 90 - 88 = 2. Replayed: op 1 runs
+// 21.5-51.75; op 2 at max(49, 51.75) + 8.25 = 60 to 65.5; op 3 at max(69, 65.5) + 1 = 70 to
+// 78.125; op 4 at max(88, 78.125) + 2 = 90 to 91.5, the step's end, as in the trace. The compute
+// stream waited 21.5 + 8.25 + 4.5 + 11.875 = 46.125, of which 12.75 are the measured delays.
+TEST(TraceReplay, HostLaunchesAndDelaysByHand) {
+  const std::string cfg = temp("cfg.yaml"), json = temp("out.json");
+  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << data("small.json")
+                     << ", profiler_overhead_per_event: 0 s}\n";
+  std::string out;
+  ASSERT_EQ(run("simulate " + cfg + " --json " + json, out), 0) << out;
+  std::ifstream in(json);
+  const auto r = nlohmann::json::parse(in)["result"];
+  EXPECT_NEAR(r["step_time_s"].get<double>(), 91.5e-6, 1e-12);
+  EXPECT_NEAR(r["gpu_busy_s"].get<double>(), 45.375e-6, 1e-12);
+  EXPECT_NEAR(r["gpu_delay_s"].get<double>(), 12.75e-6, 1e-12);
+  EXPECT_NEAR(r["host_wait_s"].get<double>(), 46.125e-6 - 12.75e-6, 1e-12);
+}
+
+// two-streams.json is small.json with the add kernel on stream 9 and 50 µs long (1060-1110 in the
+// trace). Stream 7 keeps three ops and becomes the compute stream; the add runs beside it, at
+// max(launch 49, stream 9 free 0) + its delay 1060 - 1049 = 11, so 60 to 110. The layer norm no
+// longer waits for it: max(69, 51.75) + 1 = 70, and the memset ends at 91.5 as before. The step
+// ends with the side stream at 110 µs.
+TEST(TraceReplay, SideStreamRunsBesideTheComputeStream) {
+  const std::string cfg = temp("cfg.yaml"), json = temp("out.json");
+  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << data("two-streams.json")
+                     << ", profiler_overhead_per_event: 0 s}\n";
+  std::string out;
+  ASSERT_EQ(run("simulate " + cfg + " --json " + json, out), 0) << out;
+  std::ifstream in(json);
+  const auto r = nlohmann::json::parse(in)["result"];
+  EXPECT_NEAR(r["step_time_s"].get<double>(), 110e-6, 1e-12);
+  EXPECT_NEAR(r["side_stream_s"].get<double>(), 50e-6, 1e-12);
+  EXPECT_NEAR(r["gpu_busy_s"].get<double>(), (30.25 + 50 + 8.125 + 1.5) * 1e-6, 1e-12);
+}
+
+// --dump-graph writes the traced step's graph: one stage of compute ops with the host gaps (here
+// 20, 29, 20 and 19 µs between launches), delays and streams above, readable as a step graph.
+TEST(TraceCli, DumpGraphOfATracedStep) {
+  const std::string cfg = temp("cfg.yaml"), graph = temp("graph.json");
+  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << data("two-streams.json")
+                     << ", profiler_overhead_per_event: 0 s}\n";
+  std::string out;
+  ASSERT_EQ(run("simulate " + cfg + " --dump-graph " + graph, out), 0) << out;
+  std::ifstream in(graph);
+  const auto g = nlohmann::json::parse(in);
+  const auto& ops = g["kinds"][0]["stages"][0]["ops"];
+  std::vector<std::int64_t> gaps, delays, streams;
+  for (const auto& op : ops) {
+    if (op["kind"] != "compute") continue;
+    gaps.push_back(op.value("host_gap_ps", std::int64_t{0}) / 1000);
+    delays.push_back(op.value("delay_ps", std::int64_t{0}) / 1000);
+    streams.push_back(op.value("stream", std::int64_t{0}));
+  }
+  EXPECT_EQ(gaps, (std::vector<std::int64_t>{20'000, 29'000, 20'000, 19'000}));
+  EXPECT_EQ(delays, (std::vector<std::int64_t>{1'500, 11'000, 1'000, 2'000}));
+  EXPECT_EQ(streams, (std::vector<std::int64_t>{0, 1, 0, 0}));
+  // The graph reader accepts what was written; --graph with a traced configuration is refused.
+  EXPECT_TRUE(workloads::read_graph_file(graph).ok());
+  EXPECT_EQ(run("simulate " + cfg + " --graph " + graph, out), 2);
+  EXPECT_NE(out.find("--dump-graph"), std::string::npos) << out;
 }
 
 }  // namespace

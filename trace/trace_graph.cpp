@@ -1,0 +1,235 @@
+#include "trace/trace_graph.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace dtsim::trace {
+
+namespace {
+
+// Re-times one op measured on `src` for `dst`: a fixed part (launch and fixed cost, the compute
+// model's kernel_overhead) kept, the rest scaled by the ratio of achievable throughput.
+class Retimer {
+ public:
+  Retimer(const hw::GpuSpec& src, const hw::GpuSpec& dst, const workloads::ComputeParams& p)
+      : same_(src.name == dst.name), src_(src, p), dst_(dst, p), fixed_ns_(p.kernel_overhead.picoseconds() / 1000) {}
+
+  std::int64_t retime(const StepOp& o) const {
+    const std::int64_t t = o.op->time.dur_ns;
+    if (same_) return t;
+    const double ratio = throughput_ratio(o);
+    const std::int64_t fixed = std::min(t, fixed_ns_);
+    return fixed + std::llround(static_cast<double>(t - fixed) * ratio);
+  }
+
+ private:
+  hw::DType usable(const workloads::ComputeModel& m, hw::DType d) const {
+    if (m.supports(d)) return d;
+    if (m.supports(hw::DType::fp16)) return hw::DType::fp16;
+    return hw::DType::fp32;
+  }
+  double peak(const workloads::ComputeModel& m, hw::DType d) const { return m.gpu().peak.at(usable(m, d)).flops_per_s(); }
+
+  // src throughput / dst throughput: the factor on the variable part of the duration.
+  double throughput_ratio(const StepOp& o) const {
+    switch (bound_of(o.cls)) {
+      case Bound::compute: {
+        const hw::DType d = o.dtype.value_or(hw::DType::bf16);
+        double src = peak(src_, d), dst = peak(dst_, d);
+        if (o.gemm) {
+          src *= src_.gemm_efficiency(o.gemm->m, o.gemm->n, o.gemm->k, o.gemm->batch, usable(src_, d));
+          dst *= dst_.gemm_efficiency(o.gemm->m, o.gemm->n, o.gemm->k, o.gemm->batch, usable(dst_, d));
+        }
+        return src / dst;
+      }
+      case Bound::memory:
+      case Bound::communication:
+        return src_.gpu().memory_bandwidth.bytes_per_s() / dst_.gpu().memory_bandwidth.bytes_per_s();
+    }
+    return 1.0;
+  }
+
+  bool same_;
+  workloads::ComputeModel src_, dst_;
+  std::int64_t fixed_ns_;
+};
+
+constexpr int kMaxStream = 1023;  // graph_json's bound on GraphOp::stream
+
+// The compute ops in host launch order, with their launch times (trace time). Ops without a
+// linked launch keep their GPU order, launched at the latest launch before them.
+struct LaunchOrder {
+  std::vector<std::size_t> ops;         // indices into StepOps::ops
+  std::vector<std::int64_t> launch_end; // when each one's launch call returned
+};
+
+LaunchOrder launch_order(const StepOps& s, std::size_t& removed_comm) {
+  LaunchOrder lo;
+  std::int64_t last = s.host_begin_ns;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const StepOp& o = s.ops[i];
+    if (o.cls == KernelClass::communication) {
+      ++removed_comm;
+      continue;
+    }
+    last = o.launch ? o.launch->time.end_ns() : std::max(last, s.host_begin_ns);
+    lo.ops.push_back(i);
+    lo.launch_end.push_back(last);
+  }
+  std::vector<std::size_t> idx(lo.ops.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return lo.launch_end[a] < lo.launch_end[b]; });
+  LaunchOrder sorted;
+  for (std::size_t k : idx) sorted.ops.push_back(lo.ops[k]), sorted.launch_end.push_back(lo.launch_end[k]);
+  return sorted;
+}
+
+// The stream most of the compute ops ran on: the one that becomes the graph's stream 0.
+std::int64_t main_stream(const StepOps& s, const LaunchOrder& lo) {
+  std::map<std::int64_t, std::size_t> count;
+  for (std::size_t i : lo.ops) ++count[s.ops[i].op->stream];
+  return std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+}
+
+// Per op (position in launch order): the gradient bytes that became final after it.
+Expected<std::vector<std::pair<std::int64_t, std::size_t>>> gradients(const TraceGraphInputs& in, const LaunchOrder& lo, std::string& source) {
+  const StepOps& s = *in.ops;
+  std::vector<std::pair<std::int64_t, std::size_t>> grads;  // bytes, op position
+  for (const auto& g : s.gradients) {
+    // Complete after the last op launched before the host accumulated them.
+    const auto it = std::upper_bound(lo.launch_end.begin(), lo.launch_end.end(), g.host_end_ns);
+    const std::size_t pos = it == lo.launch_end.begin() ? 0 : static_cast<std::size_t>(it - lo.launch_end.begin()) - 1;
+    grads.emplace_back(g.bytes, pos);
+  }
+  source = fmt::format("trace ({} AccumulateGrad operators)", s.gradients.size());
+  if (in.gradient_bytes) {
+    // A model named beside the trace: its gradient bytes, spread over the backward pass as the
+    // trace's gradients are (or, without any, all at the end of the backward pass).
+    std::int64_t traced = 0;
+    for (const auto& g : grads) traced += g.first;
+    const double scale = traced > 0 ? static_cast<double>(*in.gradient_bytes) / static_cast<double>(traced) : 0;
+    if (grads.empty()) grads.emplace_back(*in.gradient_bytes, lo.ops.size() - 1);
+    else for (auto& g : grads) g.first = std::llround(static_cast<double>(g.first) * scale);
+    source = "model";
+  }
+  std::int64_t total = 0;
+  for (const auto& g : grads) total += g.first;
+  if (total == 0) {
+    return Error("data parallelism needs gradient sizes: the trace has no torch::autograd::AccumulateGrad operators with shapes "
+                 "(profile with record_shapes=True) and no model is named beside it (model: {trace: FILE, gradients_from: MODEL})",
+                 "model.trace");
+  }
+  return grads;
+}
+
+}  // namespace
+
+Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
+  const StepOps& s = *in.ops;
+  TraceGraph out;
+  const LaunchOrder lo = launch_order(s, out.removed_comm_ops);
+  if (lo.ops.empty()) return Error("the trace holds no compute operations (only communication kernels)", "model.trace");
+  if (in.targets.empty()) return Error("no GPU to simulate the traced step on", "cluster");
+  out.main_stream = main_stream(s, lo);
+
+  // Gradients and DDP's buckets: the first closes at first_bucket bytes, the others at bucket.
+  std::vector<std::pair<std::int64_t, std::size_t>> grads;
+  if (in.data_parallel) {
+    auto g = gradients(in, lo, out.gradient_source);
+    if (!g) return g.error();
+    grads = std::move(*g);
+  }
+  workloads::StageGraph proto;
+  proto.labels = {"step"};
+  for (int c = 0; c < kKernelClasses; ++c) proto.labels.emplace_back(to_string(static_cast<KernelClass>(c)));
+  std::vector<std::vector<int>> slots_after(lo.ops.size());  // gradient slots final after each op
+  {
+    double open = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const auto [bytes, pos] = grads[i];
+      out.gradient_bytes += bytes;
+      proto.grad_slots.push_back(workloads::LayerSlot{static_cast<double>(bytes) / 4.0, 0, {}, false});
+      proto.slot_bucket.push_back(-1);
+      slots_after[pos].push_back(static_cast<int>(i));
+      open += static_cast<double>(bytes);
+      const std::int64_t cap = (proto.buckets.empty() ? in.params.first_bucket : in.params.bucket).count();
+      if (open >= static_cast<double>(cap) || i + 1 == grads.size()) {
+        proto.buckets.push_back(workloads::Bucket{open / 4.0, 0});
+        proto.slot_bucket.back() = static_cast<int>(proto.buckets.size() - 1);
+        open = 0;
+      }
+    }
+    proto.dense_params = static_cast<double>(out.gradient_bytes) / 4.0;
+  }
+  // Host launch intervals less the profiler's recording cost, and the GPU-side delays.
+  const std::int64_t overhead_ns = in.params.profiler_overhead_per_event.picoseconds() / 1000;
+  auto events_in = [&](std::int64_t from, std::int64_t to) {  // host events starting in (from, to]
+    const auto a = std::upper_bound(s.host_event_starts.begin(), s.host_event_starts.end(), from);
+    const auto b = std::upper_bound(s.host_event_starts.begin(), s.host_event_starts.end(), to);
+    return static_cast<std::int64_t>(b - a);
+  };
+  auto profiler_spans_in = [&](std::int64_t from, std::int64_t to) {
+    std::int64_t ns = 0;
+    for (const auto& [ts, dur] : s.profiler_overhead) ns += std::max<std::int64_t>(0, std::min(to, ts + dur) - std::max(from, ts));
+    return ns;
+  };
+  std::map<std::int64_t, int> stream_ids{{out.main_stream, 0}};
+  std::map<std::int64_t, std::int64_t> traced_end;  // trace stream -> when its last op ended in the trace
+  std::vector<std::int64_t> host_gap(lo.ops.size()), delay(lo.ops.size());
+  std::vector<int> stream(lo.ops.size());
+  std::int64_t prev_launch = s.host_begin_ns;
+  for (std::size_t pos = 0; pos < lo.ops.size(); ++pos) {
+    const StepOp& o = s.ops[lo.ops[pos]];
+    const std::int64_t le = lo.launch_end[pos];
+    host_gap[pos] = std::max<std::int64_t>(0, le - prev_launch - overhead_ns * events_in(prev_launch, le) - profiler_spans_in(prev_launch, le));
+    prev_launch = le;
+    // The delay measured once both the launch and the previous op on the stream were done: launch
+    // latency when the op waited for the host, the inter-kernel gap when it was queued.
+    std::int64_t& prev_traced = traced_end[o.op->stream];
+    delay[pos] = std::max<std::int64_t>(0, o.op->time.ts_ns - std::max(prev_traced, le));
+    prev_traced = std::max(prev_traced, o.op->time.end_ns());
+    const auto [it, added] = stream_ids.emplace(o.op->stream, static_cast<int>(stream_ids.size()));
+    stream[pos] = std::min(it->second, kMaxStream);
+    out.gpu_delay_s += static_cast<double>(delay[pos]) * 1e-9;
+    if (stream[pos] == 0) out.main_delay_s += static_cast<double>(delay[pos]) * 1e-9;
+  }
+
+  // One stage graph per GPU kind: the same ops, re-timed.
+  auto& g = out.graph;
+  for (std::size_t k = 0; k < in.targets.size(); ++k) {
+    const Retimer retimer(in.traced_gpu, *in.targets[k], in.compute);
+    workloads::StageGraph sg = proto;
+    bool backward_over = false;
+    for (std::size_t pos = 0; pos < lo.ops.size(); ++pos) {
+      const StepOp& o = s.ops[lo.ops[pos]];
+      if (o.cls == KernelClass::optimizer && !backward_over) {
+        // DDP's end-of-backward hook: the optimizer's kernels wait for every bucket's reduction.
+        backward_over = true;
+        sg.ops.push_back(workloads::GraphOp{workloads::OpKind::end_backward, 0, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
+      }
+      const std::int64_t dur = retimer.retime(o);
+      const int label = 1 + static_cast<int>(o.cls);
+      sg.ops.push_back(workloads::GraphOp{workloads::OpKind::compute, 0, 0, Time::ns(dur), false, label, Time::ns(host_gap[pos]),
+                                          Time::ns(delay[pos]), stream[pos]});
+      for (int slot : slots_after[pos]) {
+        sg.ops.push_back(workloads::GraphOp{workloads::OpKind::grads_ready, slot, 0, Time::zero(), false, label, Time::zero(), Time::zero(), 0});
+      }
+      if (k == 0) {
+        auto& c = out.classes[static_cast<std::size_t>(o.cls)];
+        c.traced_ns += o.op->time.dur_ns;
+        c.replay_ns += dur;
+        ++c.count;
+        if (stream[pos] != 0) out.side_busy_s += static_cast<double>(dur) * 1e-9;
+      }
+    }
+    if (!backward_over) sg.ops.push_back(workloads::GraphOp{workloads::OpKind::end_backward, 0, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
+    g.gpu_kinds.push_back(in.targets[k]->name);
+    g.kinds.push_back({std::move(sg)});
+  }
+  return out;
+}
+
+}  // namespace dtsim::trace
