@@ -48,7 +48,7 @@ std::string render_replay(const trace::ReplayResult& r, const std::string& file,
   std::string o;
   o += fmt::format("trace        {}\n", file);
   o += fmt::format("traced on    {}; simulated on {}{} ({} GPU{}{})\n", r.traced_gpu, r.target_gpu, r.mixed ? " and the cluster's other GPU kinds" : "",
-                   r.gpus, r.gpus == 1 ? "" : "s, DDP",
+                   r.gpus, r.gpus == 1 ? "" : r.fsdp ? "s, FSDP" : "s, DDP",
                    r.retimed ? ", kernels re-timed by class" : ", measured kernel times");
   o += fmt::format("cluster      {}\n\n", cluster);
   o += fmt::format("step time          {:>10} ms   (profiled GPU window {} ms)\n", ms(r.step_s), ms(r.traced_window_s));
@@ -57,10 +57,18 @@ std::string render_replay(const trace::ReplayResult& r, const std::string& file,
   o += fmt::format("  waiting for DP   {:>10} ms\n", ms(r.dp_wait_s));
   o += fmt::format("  launch and inter-kernel delays (measured, kept) {} ms\n", ms(r.gpu_delay_s));
   if (r.side_stream_s > 0) o += fmt::format("  on other streams, beside the compute stream {} ms\n", ms(r.side_stream_s));
-  if (r.gpus > 1) {
+  if (r.gpus > 1 && !r.fsdp) {
     o += fmt::format("gradients          {:.1f} MB from the {}, {} bucket{}, all-reduce {} ms in all, {} ms exposed\n",
                      static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, r.buckets == 1 ? "" : "s", ms(r.allreduce_s),
                      ms(r.exposed_allreduce_s));
+  }
+  if (r.fsdp) {
+    o += fmt::format("FSDP units         {} of {} parameter tensors (a repeated block) + the root's {:.1f} MB; optimizer on a 1/{} shard\n",
+                     r.fsdp_units, r.fsdp_unit_tensors, static_cast<double>(r.fsdp_root_bytes) / 1e6, r.gpus);
+    o += fmt::format("gradients          {:.1f} MB from the {}, reduce-scatter per unit ({}): {} ms in all\n",
+                     static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, ms(r.allreduce_s));
+    o += fmt::format("parameters         {} all-gathers (forward and backward): {} ms in all; waited for gathers and reductions {} ms\n",
+                     r.gathers, ms(r.gather_s), ms(r.dp_wait_s));
   }
   if (r.removed_comm_ops > 0) o += fmt::format("traced NCCL kernels left out: {} (data parallelism is simulated)\n", r.removed_comm_ops);
   o += fmt::format("\n{:<16} {:>7} {:>12} {:>12} {:>7}\n", "class", "ops", "traced ms", "simulated ms", "ratio");
@@ -97,6 +105,12 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
             {"gradient_source", r.gradient_source},
             {"buckets", r.buckets},
             {"allreduce_s", r.allreduce_s},
+            {"fsdp", r.fsdp},
+            {"fsdp_units", r.fsdp_units},
+            {"fsdp_unit_tensors", r.fsdp_unit_tensors},
+            {"fsdp_root_bytes", r.fsdp_root_bytes},
+            {"gathers", r.gathers},
+            {"gather_s", r.gather_s},
             {"exposed_allreduce_s", r.exposed_allreduce_s},
             {"removed_comm_ops", r.removed_comm_ops},
             {"classes", classes}}}};
@@ -116,8 +130,12 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
     return kExitBadInput;
   }
   const auto& par = cfg.inputs.parallel;
-  if (par.tp != 1 || par.pp != 1 || par.cp != 1 || par.ep != 1 || par.zero != 0) {
-    at_config("parallel", "a traced step is simulated with data parallelism (DDP) only: tp, pp, cp, ep must be 1 and zero 0");
+  if (par.tp != 1 || par.pp != 1 || par.cp != 1 || par.ep != 1) {
+    at_config("parallel", "a traced step is simulated with data parallelism (DDP, or FSDP with zero: 3) only: tp, pp, cp, ep must be 1");
+    return kExitBadInput;
+  }
+  if (par.zero != 0 && par.zero != 3) {
+    at_config("parallel.zero", fmt::format("zero {} is not applied to a traced step: 0 (DDP) or 3 (FSDP full sharding)", par.zero));
     return kExitBadInput;
   }
   if (cfg.inputs.training.framework != workloads::Framework::megatron) {
@@ -153,6 +171,7 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   in.compute = cfg.inputs.compute;
   in.comm = cfg.inputs.comm;
   in.dp = par.dp > 1 ? par.dp : topo.gpus();
+  in.zero = par.zero;
   if (tm.gradient_params) in.gradient_bytes = *tm.gradient_params * hw::dtype_bytes(cfg.inputs.training.grad_dtype);
   if (par.bucket.count() > 0) in.params.bucket = par.bucket;
   if (tm.profiler_overhead_per_event) in.params.profiler_overhead_per_event = *tm.profiler_overhead_per_event;

@@ -74,11 +74,21 @@ StepOps link_step(const Trace& t) {
   s.profiler_overhead = t.profiler_overhead;
   for (const auto& c : t.cpu) {
     if (c.name == "torch::autograd::AccumulateGrad" && !c.input_dims.empty()) {
-      s.gradients.push_back(GradientOp{numel(c.input_dims[0]) * element_bytes(c), c.time.end_ns()});
+      s.gradients.push_back(GradientOp{numel(c.input_dims[0]) * element_bytes(c), c.time.ts_ns, c.time.end_ns()});
     }
   }
   std::stable_sort(s.gradients.begin(), s.gradients.end(),
                    [](const GradientOp& a, const GradientOp& b) { return a.host_end_ns < b.host_end_ns; });
+  // Autograd arrows: pair the two ends of each id (an end without its partner is left out).
+  std::unordered_map<std::int64_t, std::int64_t> forward_of;
+  for (const auto& f : t.autograd_flows) {
+    if (f.start) forward_of.emplace(f.id, f.ts_ns);
+  }
+  for (const auto& f : t.autograd_flows) {
+    if (f.start) continue;
+    if (auto it = forward_of.find(f.id); it != forward_of.end() && it->second <= f.ts_ns) s.autograd.push_back(AutogradEdge{it->second, f.ts_ns});
+  }
+  std::stable_sort(s.autograd.begin(), s.autograd.end(), [](const AutogradEdge& a, const AutogradEdge& b) { return a.backward_ns < b.backward_ns; });
   return s;
 }
 

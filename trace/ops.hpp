@@ -24,7 +24,15 @@ struct StepOp {
 // its size and the host time it was accumulated.
 struct GradientOp {
   std::int64_t bytes = 0;
+  std::int64_t host_start_ns = 0;
   std::int64_t host_end_ns = 0;
+};
+
+// Autograd's link from a forward operator to the backward node made of it (a "fwdbwd" flow
+// arrow): the host start of each.
+struct AutogradEdge {
+  std::int64_t forward_ns = 0;
+  std::int64_t backward_ns = 0;
 };
 
 struct StepOps {
@@ -33,6 +41,7 @@ struct StepOps {
   std::int64_t host_begin_ns = 0;     // the ProfilerStep's start, else the first host event
   std::vector<std::int64_t> host_event_starts;  // every recorded host event (operators, runtime calls, annotations), sorted
   std::vector<GradientOp> gradients;  // in host order
+  std::vector<AutogradEdge> autograd; // by backward start (empty: the trace has no fwdbwd arrows)
   std::vector<Interval> profiler_overhead;  // the profiler's own spans (host time it took)
   std::size_t linked_launches = 0, linked_operators = 0;
 };

@@ -114,6 +114,8 @@ struct RawEvent {
   std::int64_t ts = 0, dur = 0, tid = 0;
   bool has_ts = false, has_dur = false;
   std::int64_t stream = 0, correlation = -1, external_id = -1, bytes = 0;
+  std::int64_t id = -1;  // flow events
+  bool has_id = false;
   std::array<std::int64_t, 3> grid{0, 0, 0}, block{0, 0, 0};
   std::size_t grid_n = 0, block_n = 0;
   std::vector<std::vector<std::int64_t>> dims;
@@ -237,6 +239,7 @@ class Handler {
     else if (k == "ts" && v.numeric()) ev_.ts = v.as_ns(), ev_.has_ts = true;
     else if (k == "dur" && v.numeric()) ev_.dur = v.as_ns(), ev_.has_dur = true;
     else if (k == "tid" && v.numeric()) ev_.tid = v.as_int();
+    else if (k == "id" && v.numeric()) ev_.id = v.as_int(), ev_.has_id = true;
   }
 
   void arg_value(const Value& v) {
@@ -263,6 +266,10 @@ class Handler {
     const bool complete = ev_.ph == "X" && ev_.has_ts;
     const Interval when{ev_.ts, ev_.dur};
     auto skip = [&] { ++t_.skipped[ev_.cat.empty() ? "(ph " + ev_.ph + ")" : ev_.cat]; };
+    if (cat == "fwdbwd" && (ev_.ph == "s" || ev_.ph == "f") && ev_.has_ts && ev_.has_id) {
+      t_.autograd_flows.push_back(FlowPoint{ev_.id, ev_.ts, ev_.ph == "s"});
+      return;
+    }
     if (!complete) return skip();
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" || cat == "memset") {
       GpuOp g;

@@ -4,8 +4,10 @@
 //
 // Kept: GPU kernels (name, stream, start, duration, correlation, grid, block), memcpy and memset,
 // CPU operators (name, thread, input shapes and types), CUDA runtime and driver calls, user
-// annotations (ProfilerStep#N, Optimizer.step#...), and the profiler's own overhead spans. Every
-// other event (flow arrows, Python frames, metadata, unknown categories) is counted and skipped.
+// annotations (ProfilerStep#N, Optimizer.step#...), the profiler's own overhead spans, and the
+// autograd flow arrows ("fwdbwd": from a forward operator to the backward node autograd made of
+// it). Every other event (launch flow arrows, Python frames, metadata, unknown categories) is
+// counted and skipped.
 //
 // Category names changed across PyTorch versions; both spellings are read:
 //   1.8-1.9: Kernel, Memcpy, Memset, Operator, Runtime, user_annotation
@@ -66,6 +68,14 @@ struct Annotation {  // ProfilerStep#N, Optimizer.step#AdamW.step, user record_f
   std::size_t event_index = 0;
 };
 
+// One end of an autograd flow arrow (cat "fwdbwd"): ph "s" at the forward operator's start, ph
+// "f" at the start of its backward node, both ends sharing `id`.
+struct FlowPoint {
+  std::int64_t id = 0;
+  std::int64_t ts_ns = 0;
+  bool start = false;
+};
+
 struct Trace {
   std::string file;
   std::string device;       // deviceProperties[0].name, when written
@@ -75,6 +85,7 @@ struct Trace {
   std::vector<RuntimeCall> runtime;
   std::vector<Annotation> annotations;
   std::vector<Interval> profiler_overhead;  // "overhead" spans (activity buffer requests)
+  std::vector<FlowPoint> autograd_flows;    // "fwdbwd" arrow ends, in file order
   std::size_t events = 0;                   // entries of traceEvents
   std::map<std::string, std::size_t> skipped;  // by category (or phase when it has none)
   std::size_t skipped_total() const;

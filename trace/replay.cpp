@@ -33,6 +33,7 @@ workloads::StepInputs executor_inputs(const ReplayInputs& in, bool timeline) {
   workloads::StepInputs si;
   si.parallel.dp = in.dp;
   si.parallel.dp_impl = workloads::DpImpl::ddp;
+  si.parallel.zero = in.zero;
   si.training.grad_dtype = hw::DType::fp32;
   si.training.precision = hw::DType::fp32;
   si.compute = in.compute;
@@ -46,6 +47,9 @@ workloads::StepInputs executor_inputs(const ReplayInputs& in, bool timeline) {
 
 Expected<TraceGraph> trace_step_graph(const hw::Topology& topo, const ReplayInputs& in) {
   if (in.dp < 1 || in.dp > topo.gpus()) return Error(fmt::format("data-parallel size {} does not fit the cluster's {} GPUs", in.dp, topo.gpus()), "parallel.dp");
+  if (in.zero != 0 && in.zero != 3) {
+    return Error(fmt::format("zero {} is not applied to a traced step: 0 (DDP) or 3 (FSDP full sharding)", in.zero), "parallel.zero");
+  }
   const workloads::StepInputs si = executor_inputs(in, false);
   auto lay = workloads::Layout::make(si.parallel, in.dp);
   if (!lay) return lay.error();
@@ -57,6 +61,8 @@ Expected<TraceGraph> trace_step_graph(const hw::Topology& topo, const ReplayInpu
   gi.targets = kinds->kinds;
   gi.compute = in.compute;
   gi.data_parallel = in.dp > 1;
+  gi.dp = in.dp;
+  gi.fsdp = in.zero == 3 && in.dp > 1;
   gi.gradient_bytes = in.gradient_bytes;
   gi.params = in.params;
   return build_trace_graph(gi);
@@ -92,8 +98,14 @@ Expected<ReplayResult> replay_step(const hw::Topology& topo, const ReplayInputs&
   r.gradient_bytes = tg->gradient_bytes;
   r.gradient_source = tg->gradient_source;
   r.buckets = static_cast<int>(tg->graph.stage_graphs().front().buckets.size());
+  r.fsdp = in.zero == 3 && in.dp > 1;
+  r.fsdp_units = tg->fsdp_units;
+  r.fsdp_unit_tensors = tg->fsdp_unit_tensors;
+  r.fsdp_root_bytes = tg->fsdp_root_bytes;
+  r.gathers = static_cast<int>(tg->graph.stage_graphs().front().gathers.size());
   for (const auto& e : rec->timeline) {
-    if (e.track == workloads::TimelineEvent::Track::dp && e.stage == 0 && e.replica == 0) r.allreduce_s += (e.end - e.start).seconds();
+    if (e.track != workloads::TimelineEvent::Track::dp || e.stage != 0 || e.replica != 0) continue;
+    (e.name.find("allgather") != std::string::npos ? r.gather_s : r.allreduce_s) += (e.end - e.start).seconds();
   }
   r.events = rec->events;
   r.removed_comm_ops = tg->removed_comm_ops;

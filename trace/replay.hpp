@@ -32,6 +32,7 @@ struct ReplayInputs {
   workloads::ComputeParams compute;       // efficiency model and comm_slowdown
   comm::CommParams comm = comm::CommParams::nccl_defaults();
   int dp = 1;                             // data-parallel ranks: GPUs 0..dp-1 of the topology
+  int zero = 0;                           // 0: DDP; 3: FSDP full sharding (ZeRO-3); 1 and 2 are refused
   std::string sharing = "max-min";        // bandwidth sharing of the network's flows
   std::optional<std::int64_t> gradient_bytes;  // from a model named beside the trace (else the trace's)
   ReplayParams params;
@@ -52,7 +53,12 @@ struct ReplayResult {
   std::int64_t gradient_bytes = 0;
   std::string gradient_source;        // "trace (N AccumulateGrad ops)" or the model's name
   int buckets = 0;
-  double allreduce_s = 0;             // summed all-reduce times (of node 0's first rank)
+  bool fsdp = false;                  // FSDP: buckets are units, reduce-scattered; parameters gathered
+  int fsdp_units = 0, fsdp_unit_tensors = 0;
+  std::int64_t fsdp_root_bytes = 0;
+  int gathers = 0;                    // FSDP parameter all-gathers
+  double gather_s = 0;                // their summed times
+  double allreduce_s = 0;             // summed gradient reductions (all-reduce; FSDP: reduce-scatter)
   double exposed_allreduce_s = 0;     // the optimizer's kernels waited for them (= dp_wait_s)
   std::uint64_t events = 0;           // simulator events
   std::size_t removed_comm_ops = 0;   // traced NCCL kernels left out (DDP is simulated instead)

@@ -11,16 +11,18 @@ namespace dtsim::trace {
 namespace {
 
 // Re-times one op measured on `src` for `dst`: a fixed part (launch and fixed cost, the compute
-// model's kernel_overhead) kept, the rest scaled by the ratio of achievable throughput.
+// model's kernel_overhead) kept, the rest scaled by the ratio of achievable throughput (and by the
+// share of the work left to the op).
 class Retimer {
  public:
   Retimer(const hw::GpuSpec& src, const hw::GpuSpec& dst, const workloads::ComputeParams& p)
       : same_(src.name == dst.name), src_(src, p), dst_(dst, p), fixed_ns_(p.kernel_overhead.picoseconds() / 1000) {}
 
-  std::int64_t retime(const StepOp& o) const {
+  // `shards`: the op does 1/shards of its traced work (a sharded optimizer step).
+  std::int64_t retime(const StepOp& o, int shards = 1) const {
     const std::int64_t t = o.op->time.dur_ns;
-    if (same_) return t;
-    const double ratio = throughput_ratio(o);
+    if (same_ && shards == 1) return t;
+    const double ratio = (same_ ? 1.0 : throughput_ratio(o)) / shards;
     const std::int64_t fixed = std::min(t, fixed_ns_);
     return fixed + std::llround(static_cast<double>(t - fixed) * ratio);
   }
@@ -94,35 +96,148 @@ std::int64_t main_stream(const StepOps& s, const LaunchOrder& lo) {
   return std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
 }
 
-// Per op (position in launch order): the gradient bytes that became final after it.
-Expected<std::vector<std::pair<std::int64_t, std::size_t>>> gradients(const TraceGraphInputs& in, const LaunchOrder& lo, std::string& source) {
+// The position (launch order) of the first op launched at or after host time `ns`.
+std::size_t position_at(const LaunchOrder& lo, std::int64_t ns) {
+  const auto it = std::lower_bound(lo.launch_end.begin(), lo.launch_end.end(), ns);
+  return std::min(static_cast<std::size_t>(it - lo.launch_end.begin()), lo.ops.size() - 1);
+}
+
+struct Grad {
+  std::int64_t bytes = 0;
+  std::size_t ready = 0;    // position of the op after which it is final
+  std::size_t forward = 0;  // position of its first use in the forward pass (FSDP only)
+};
+
+// The gradients in the order they became final, each after the last op launched before the host
+// accumulated it.
+Expected<std::vector<Grad>> gradients(const TraceGraphInputs& in, const LaunchOrder& lo, std::string& source) {
   const StepOps& s = *in.ops;
-  std::vector<std::pair<std::int64_t, std::size_t>> grads;  // bytes, op position
+  std::vector<Grad> grads;
   for (const auto& g : s.gradients) {
-    // Complete after the last op launched before the host accumulated them.
     const auto it = std::upper_bound(lo.launch_end.begin(), lo.launch_end.end(), g.host_end_ns);
     const std::size_t pos = it == lo.launch_end.begin() ? 0 : static_cast<std::size_t>(it - lo.launch_end.begin()) - 1;
-    grads.emplace_back(g.bytes, pos);
+    // Its producer: the last backward node autograd started before it (AccumulateGrad runs as soon
+    // as its input is ready), whose forward operator is where the parameter was used.
+    std::size_t forward = 0;
+    const auto e = std::upper_bound(s.autograd.begin(), s.autograd.end(), g.host_start_ns,
+                                    [](std::int64_t t, const AutogradEdge& a) { return t < a.backward_ns; });
+    if (e != s.autograd.begin()) forward = position_at(lo, std::prev(e)->forward_ns);
+    grads.push_back(Grad{g.bytes, pos, forward});
   }
   source = fmt::format("trace ({} AccumulateGrad operators)", s.gradients.size());
   if (in.gradient_bytes) {
     // A model named beside the trace: its gradient bytes, spread over the backward pass as the
     // trace's gradients are (or, without any, all at the end of the backward pass).
     std::int64_t traced = 0;
-    for (const auto& g : grads) traced += g.first;
+    for (const auto& g : grads) traced += g.bytes;
     const double scale = traced > 0 ? static_cast<double>(*in.gradient_bytes) / static_cast<double>(traced) : 0;
-    if (grads.empty()) grads.emplace_back(*in.gradient_bytes, lo.ops.size() - 1);
-    else for (auto& g : grads) g.first = std::llround(static_cast<double>(g.first) * scale);
+    if (grads.empty()) grads.push_back(Grad{*in.gradient_bytes, lo.ops.size() - 1, 0});
+    else for (auto& g : grads) g.bytes = std::llround(static_cast<double>(g.bytes) * scale);
     source = "model";
   }
   std::int64_t total = 0;
-  for (const auto& g : grads) total += g.first;
+  for (const auto& g : grads) total += g.bytes;
   if (total == 0) {
     return Error("data parallelism needs gradient sizes: the trace has no torch::autograd::AccumulateGrad operators with shapes "
                  "(profile with record_shapes=True) and no model is named beside it (model: {trace: FILE, gradients_from: MODEL})",
                  "model.trace");
   }
   return grads;
+}
+
+// The longest run of a repeated block in a sequence of sizes: `count` copies of `period` sizes
+// from `begin` (count 0: none repeats).
+struct Repeat {
+  std::size_t begin = 0, period = 0, count = 0;
+};
+Repeat longest_repeat(const std::vector<std::int64_t>& v) {
+  Repeat best;
+  const std::size_t n = v.size();
+  for (std::size_t p = 2; 2 * p <= n; ++p) {
+    for (std::size_t a = 0; a + 2 * p <= n; ++a) {
+      std::size_t k = 1;
+      while (a + (k + 1) * p <= n && std::equal(v.begin() + static_cast<std::ptrdiff_t>(a), v.begin() + static_cast<std::ptrdiff_t>(a + p),
+                                                 v.begin() + static_cast<std::ptrdiff_t>(a + k * p))) {
+        ++k;
+      }
+      if (k >= 2 && k * p > best.count * best.period) best = Repeat{a, p, k};
+    }
+  }
+  return best;
+}
+
+// FSDP's units and where their parameters are gathered and their gradients reduced (PyTorch
+// FSDP with a per-layer wrap policy: each repeated block of parameters is a unit, the rest the
+// root unit). Units are gathered before their first forward use and, except the root (kept after
+// forward, FSDP's root), again before their backward starts: the first backward node of an
+// operator in the unit's forward span. A unit's gradients are reduce-scattered once they are all
+// final, in that order.
+struct FsdpPlan {
+  std::vector<std::pair<std::size_t, double>> gathers;  // (position, parameters), in position order
+  std::vector<int> unit_of_grad;                        // per gradient (in ready order)
+  int units = 0;                                        // wrapped units; unit `units` is the root
+  int unit_tensors = 0;
+  std::int64_t root_bytes = 0;
+};
+
+Expected<FsdpPlan> fsdp_plan(const StepOps& s, const LaunchOrder& lo, const std::vector<Grad>& grads) {
+  if (s.autograd.empty()) {
+    return Error("FSDP on a traced step needs autograd's forward-to-backward arrows (\"fwdbwd\" flow events, written by PyTorch's "
+                 "profiler since 1.10): this trace has none",
+                 "parallel.zero");
+  }
+  // Parameters in the order of first forward use (ties: the reverse of backward order, as the
+  // forward declared them).
+  std::vector<std::size_t> fwd(grads.size());
+  std::iota(fwd.begin(), fwd.end(), 0);
+  std::stable_sort(fwd.begin(), fwd.end(), [&](std::size_t a, std::size_t b) {
+    return grads[a].forward != grads[b].forward ? grads[a].forward < grads[b].forward : a > b;
+  });
+  std::vector<std::int64_t> sizes;
+  for (std::size_t i : fwd) sizes.push_back(grads[i].bytes);
+  const Repeat rep = longest_repeat(sizes);
+  FsdpPlan plan;
+  plan.units = static_cast<int>(rep.count);
+  plan.unit_tensors = static_cast<int>(rep.period);
+  plan.unit_of_grad.assign(grads.size(), plan.units);
+  std::vector<double> params(static_cast<std::size_t>(plan.units) + 1, 0.0);
+  std::vector<std::size_t> begin(static_cast<std::size_t>(plan.units) + 1, lo.ops.size());  // forward span starts
+  for (std::size_t k = 0; k < fwd.size(); ++k) {
+    const std::size_t g = fwd[k];
+    int u = plan.units;
+    if (k >= rep.begin && k < rep.begin + rep.count * rep.period) u = static_cast<int>((k - rep.begin) / rep.period);
+    plan.unit_of_grad[g] = u;
+    params[static_cast<std::size_t>(u)] += static_cast<double>(grads[g].bytes) / 4.0;
+    begin[static_cast<std::size_t>(u)] = std::min(begin[static_cast<std::size_t>(u)], grads[g].forward);
+    if (u == plan.units) plan.root_bytes += grads[g].bytes;
+  }
+  // The root first, at the step's start; each unit before its forward span.
+  if (params.back() > 0) plan.gathers.emplace_back(0, params.back());
+  for (int u = 0; u < plan.units; ++u) plan.gathers.emplace_back(begin[static_cast<std::size_t>(u)], params[static_cast<std::size_t>(u)]);
+  // Backward: the earliest backward node of an operator in [begin u, begin u+1 or the root's next use).
+  for (int u = 0; u < plan.units; ++u) {
+    const std::size_t lo_pos = begin[static_cast<std::size_t>(u)];
+    std::size_t hi_pos = lo.ops.size();
+    if (u + 1 < plan.units) hi_pos = begin[static_cast<std::size_t>(u) + 1];
+    else {
+      for (std::size_t k = rep.begin + rep.count * rep.period; k < fwd.size(); ++k) hi_pos = std::min(hi_pos, grads[fwd[k]].forward);
+    }
+    std::size_t at = lo.ops.size();
+    for (const auto& e : s.autograd) {
+      const std::size_t f = position_at(lo, e.forward_ns);
+      if (f < lo_pos || f >= hi_pos) continue;
+      at = std::min(at, position_at(lo, e.backward_ns));
+    }
+    // Without an arrow into the span, just before the unit's first gradient is final.
+    if (at == lo.ops.size()) {
+      for (std::size_t g = 0; g < grads.size(); ++g) {
+        if (plan.unit_of_grad[g] == u) at = std::min(at, grads[g].ready);
+      }
+    }
+    plan.gathers.emplace_back(at, params[static_cast<std::size_t>(u)]);
+  }
+  std::stable_sort(plan.gathers.begin(), plan.gathers.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return plan;
 }
 
 }  // namespace
@@ -135,35 +250,67 @@ Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
   if (in.targets.empty()) return Error("no GPU to simulate the traced step on", "cluster");
   out.main_stream = main_stream(s, lo);
 
-  // Gradients and DDP's buckets: the first closes at first_bucket bytes, the others at bucket.
-  std::vector<std::pair<std::int64_t, std::size_t>> grads;
+  // Gradients, and the buckets they are reduced in: DDP's (the first closes at first_bucket
+  // bytes, the others at bucket) or FSDP's units (each closes with its last gradient).
+  std::vector<Grad> grads;
   if (in.data_parallel) {
     auto g = gradients(in, lo, out.gradient_source);
     if (!g) return g.error();
     grads = std::move(*g);
   }
+  FsdpPlan fsdp;
+  if (in.fsdp && !grads.empty()) {
+    auto f = fsdp_plan(s, lo, grads);
+    if (!f) return f.error();
+    fsdp = std::move(*f);
+    out.fsdp_units = fsdp.units;
+    out.fsdp_unit_tensors = fsdp.unit_tensors;
+    out.fsdp_root_bytes = fsdp.root_bytes;
+  }
   workloads::StageGraph proto;
   proto.labels = {"step"};
   for (int c = 0; c < kKernelClasses; ++c) proto.labels.emplace_back(to_string(static_cast<KernelClass>(c)));
   std::vector<std::vector<int>> slots_after(lo.ops.size());  // gradient slots final after each op
-  {
+  std::vector<std::vector<int>> gathers_before(lo.ops.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    out.gradient_bytes += grads[i].bytes;
+    proto.grad_slots.push_back(workloads::LayerSlot{static_cast<double>(grads[i].bytes) / 4.0, 0, {}, false});
+    proto.slot_bucket.push_back(-1);
+    slots_after[grads[i].ready].push_back(static_cast<int>(i));
+  }
+  proto.dense_params = static_cast<double>(out.gradient_bytes) / 4.0;
+  if (in.fsdp && !grads.empty()) {
+    // A unit's bucket closes at the slot of its last gradient; buckets in the order they close.
+    std::vector<int> last(static_cast<std::size_t>(fsdp.units) + 1, -1);
+    std::vector<double> params(last.size(), 0.0);
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const auto u = static_cast<std::size_t>(fsdp.unit_of_grad[i]);
+      last[u] = static_cast<int>(i);
+      params[u] += proto.grad_slots[i].params;
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const auto u = static_cast<std::size_t>(fsdp.unit_of_grad[i]);
+      if (last[u] != static_cast<int>(i)) continue;
+      proto.buckets.push_back(workloads::Bucket{params[u], 0});
+      proto.slot_bucket[i] = static_cast<int>(proto.buckets.size() - 1);
+    }
+    for (std::size_t k = 0; k < fsdp.gathers.size(); ++k) {
+      proto.gathers.push_back(fsdp.gathers[k].second);
+      gathers_before[fsdp.gathers[k].first].push_back(static_cast<int>(k));
+    }
+  } else {
     double open = 0;
     for (std::size_t i = 0; i < grads.size(); ++i) {
-      const auto [bytes, pos] = grads[i];
-      out.gradient_bytes += bytes;
-      proto.grad_slots.push_back(workloads::LayerSlot{static_cast<double>(bytes) / 4.0, 0, {}, false});
-      proto.slot_bucket.push_back(-1);
-      slots_after[pos].push_back(static_cast<int>(i));
-      open += static_cast<double>(bytes);
+      open += static_cast<double>(grads[i].bytes);
       const std::int64_t cap = (proto.buckets.empty() ? in.params.first_bucket : in.params.bucket).count();
       if (open >= static_cast<double>(cap) || i + 1 == grads.size()) {
         proto.buckets.push_back(workloads::Bucket{open / 4.0, 0});
-        proto.slot_bucket.back() = static_cast<int>(proto.buckets.size() - 1);
+        proto.slot_bucket[i] = static_cast<int>(proto.buckets.size() - 1);
         open = 0;
       }
     }
-    proto.dense_params = static_cast<double>(out.gradient_bytes) / 4.0;
   }
+
   // Host launch intervals less the profiler's recording cost, and the GPU-side delays.
   const std::int64_t overhead_ns = in.params.profiler_overhead_per_event.picoseconds() / 1000;
   auto events_in = [&](std::int64_t from, std::int64_t to) {  // host events starting in (from, to]
@@ -210,7 +357,12 @@ Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
         backward_over = true;
         sg.ops.push_back(workloads::GraphOp{workloads::OpKind::end_backward, 0, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
       }
-      const std::int64_t dur = retimer.retime(o);
+      for (int gi : gathers_before[pos]) {
+        sg.ops.push_back(workloads::GraphOp{workloads::OpKind::gather_wait, gi, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
+      }
+      // Sharded data parallelism: the optimizer updates this rank's 1/dp of the parameters.
+      const bool shard = in.fsdp && o.cls == KernelClass::optimizer;
+      const std::int64_t dur = retimer.retime(o, shard ? in.dp : 1);
       const int label = 1 + static_cast<int>(o.cls);
       sg.ops.push_back(workloads::GraphOp{workloads::OpKind::compute, 0, 0, Time::ns(dur), false, label, Time::ns(host_gap[pos]),
                                           Time::ns(delay[pos]), stream[pos]});

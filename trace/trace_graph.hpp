@@ -6,7 +6,9 @@
 // executor simulates data parallelism instead). The gradients the backward pass accumulates
 // (torch::autograd::AccumulateGrad) become gradient slots after the op that made them, grouped
 // into DDP's buckets; end_backward stands before the optimizer's first kernel, the optimizer's
-// kernels after it. See docs/traces.md.
+// kernels after it. With FSDP (ZeRO-3) the parameters are gathered unit by unit before their
+// forward and again before their backward, each unit's gradients reduce-scattered once its backward
+// is done, and the optimizer's kernels update a 1/dp shard. See docs/traces.md.
 #pragma once
 
 #include <array>
@@ -43,6 +45,8 @@ struct TraceGraphInputs {
   std::vector<const hw::GpuSpec*> targets;     // one stage graph per GPU kind (workloads::GpuKinds order)
   workloads::ComputeParams compute;            // the efficiency model that re-times kernels
   bool data_parallel = false;                  // gradients and buckets are needed
+  int dp = 1;                                  // data-parallel ranks (FSDP's shard count)
+  bool fsdp = false;                           // ZeRO-3 / FSDP full sharding instead of DDP
   std::optional<std::int64_t> gradient_bytes;  // from a model named beside the trace (else the trace's)
   ReplayParams params;
 };
@@ -54,6 +58,11 @@ struct TraceGraph {
   std::string gradient_source;       // "trace (N AccumulateGrad operators)" or "model"
   std::size_t removed_comm_ops = 0;  // traced NCCL kernels left out
   std::int64_t main_stream = 0;      // the trace's stream that became stream 0
+  // FSDP: the wrapped units (a repeated block of parameters, transformer layers or bottlenecks) and
+  // the rest (the root unit: embeddings, final norm, ...).
+  int fsdp_units = 0;                // wrapped units, root not counted
+  int fsdp_unit_tensors = 0;         // parameter tensors per wrapped unit
+  std::int64_t fsdp_root_bytes = 0;  // parameters of the root unit
   // Of the first target kind: per kernel class, and the measured delays kept.
   std::array<ClassTime, kKernelClasses> classes{};
   double gpu_delay_s = 0;            // summed GraphOp::delay, every stream

@@ -214,7 +214,7 @@ TEST(TraceCli, SimulateRefusesWhatATraceCannotDo) {
   EXPECT_NE(out.find("cannot open"), std::string::npos) << out;
   std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << "}\nparallel: {tp: 2, dp: 4}\n";
   EXPECT_EQ(run("simulate " + cfg, out), 2);
-  EXPECT_NE(out.find("data parallelism (DDP) only"), std::string::npos) << out;
+  EXPECT_NE(out.find("data parallelism (DDP, or FSDP"), std::string::npos) << out;
   // small.json has no AccumulateGrad operators: DDP over 8 GPUs needs gradient sizes.
   std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << "}\n";
   EXPECT_EQ(run("simulate " + cfg, out), 2);
@@ -354,6 +354,53 @@ TEST(TraceCli, DumpGraphOfATracedStep) {
   EXPECT_TRUE(workloads::read_graph_file(graph).ok());
   EXPECT_EQ(run("simulate " + cfg + " --graph " + graph, out), 2);
   EXPECT_NE(out.find("--dump-graph"), std::string::npos) << out;
+}
+
+// FSDP on the GPT-2 trace: the units found are GPT-2's 12 transformer blocks of 12 parameter
+// tensors each (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj: weight and bias), and
+// the root holds wte 50257 x 768, wpe 1024 x 768 and ln_f (2 x 768), in fp32:
+// (38,597,376 + 786,432 + 1,536) x 4 = 157,541,376 bytes. The root is gathered once, every block
+// before its forward and its backward: 25 gathers; 13 reduce-scatters. The optimizer's kernels do
+// 1/64 of their work: at most traced / 64 plus the 4 us fixed part per kernel.
+TEST(TraceReplay, FsdpUnitsAreGpt2Blocks) {
+  const auto j = simulate_json(real("trace-gpt2-124m-b8-s1024.json.gz"), "{node: dgx-h100, nodes: 8}", "parallel: {dp: 64, zero: 3}\n");
+  ASSERT_TRUE(j.is_object());
+  const auto& r = j["result"];
+  EXPECT_TRUE(r["fsdp"].get<bool>());
+  EXPECT_EQ(r["fsdp_units"], 12);
+  EXPECT_EQ(r["fsdp_unit_tensors"], 12);
+  EXPECT_EQ(r["fsdp_root_bytes"], 157'541'376);
+  EXPECT_EQ(r["gathers"], 25);
+  EXPECT_EQ(r["buckets"], 13);
+  EXPECT_GT(r["gather_s"].get<double>(), 0.0);
+  const auto& opt = r["classes"]["optimizer"];
+  const double traced = opt["traced_ns"].get<double>(), sim = opt["simulated_ns"].get<double>();
+  EXPECT_GE(sim, traced / 64 - 1);
+  EXPECT_LE(sim, traced / 64 + opt["count"].get<double>() * 4000);
+}
+
+// Llama-3.2-1B: 16 decoder layers of 9 tensors (q, k, v, o, gate, up, down, two RMSNorm weights);
+// the root: the tied embedding 128256 x 2048 and the final norm, (262,668,288 + 2,048) x 4 bytes.
+TEST(TraceReplay, FsdpUnitsAreLlamaLayers) {
+  const auto j = simulate_json(real("trace-llama-1b-b2-s2048.json.gz"), "{node: dgx-h100, nodes: 2}", "parallel: {zero: 3}\n");
+  ASSERT_TRUE(j.is_object());
+  const auto& r = j["result"];
+  EXPECT_EQ(r["fsdp_units"], 16);
+  EXPECT_EQ(r["fsdp_unit_tensors"], 9);
+  EXPECT_EQ(r["fsdp_root_bytes"], 1'050'673'152 + 8'192);
+  EXPECT_EQ(r["gathers"], 33);
+}
+
+TEST(TraceCli, FsdpRefusals) {
+  const std::string cfg = temp("bad.yaml");
+  std::string out;
+  std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << "}\nparallel: {zero: 2}\n";
+  EXPECT_EQ(run("simulate " + cfg, out), 2);
+  EXPECT_NE(out.find("parallel.zero"), std::string::npos) << out;
+  // Gradients from a model, but small.json has no autograd arrows to place FSDP's gathers by.
+  std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << ", gradients_from: gpt2-124m}\nparallel: {zero: 3}\n";
+  EXPECT_EQ(run("simulate " + cfg, out), 2);
+  EXPECT_NE(out.find("fwdbwd"), std::string::npos) << out;
 }
 
 }  // namespace
