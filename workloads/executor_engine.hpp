@@ -1,0 +1,157 @@
+// The step-graph executor's engine, shared by executor.cpp (ops, compute, pipeline messages, the
+// run) and executor_dp.cpp (data parallelism: gradient buckets, Horovod, parameter servers,
+// ZeRO gathers, the optimizer step). Internal: only those two files include it.
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "workloads/executor.hpp"
+#include "workloads/flows.hpp"
+#include "workloads/graph_build.hpp"
+
+namespace dtsim::workloads::detail {
+
+using I = std::int64_t;
+
+// One simulated (stage, replica) running its stage graph.
+struct Executor {
+  int stage = 0;
+  int replica = 0;  // data-parallel index
+  const StageGraph* prog = nullptr;
+  std::size_t pc = 0;
+  bool waiting = false;
+  TimeKind wait_kind = TimeKind::compute;
+  Time wait_start;
+  std::array<double, kTimeKinds> time{};
+  int background = 0;  // collectives in flight beside compute (they slow it down: see change_background)
+  // The compute in progress: work left (at full speed) since `compute_since`, done at full speed
+  // or, while communication overlaps it, at 1 / (1 + compute.comm_slowdown) of it.
+  bool computing = false;
+  bool compute_slow = false;
+  Time compute_left, compute_since;
+  EventId compute_event;
+  std::function<void()> compute_done;
+  std::vector<char> act_ready, grad_ready;
+  OpKind wait_op = OpKind::compute;
+  int wait_mb = -1, wait_vs = -1;
+  bool record = false;   // this executor's events go into the timeline
+  // Data-parallel gradient stream.
+  std::deque<Bucket> dp_ready;    // buckets ready to reduce, in order
+  bool dp_busy = false;
+  int dp_issued = 0;              // collectives started (their sequence number names rendezvous)
+  int next_bucket = 0;             // the first bucket not yet handed to data parallelism
+  std::deque<Bucket> horovod_pending;  // Horovod: tensors (here, layers) waiting for the next fusion cycle
+  bool horovod_tick = false;
+  bool backward_done = false;
+  bool finished = false;
+  Time end;
+  // ZeRO-3 parameter gathers: issued one layer ahead on their own stream, waited for per layer.
+  std::vector<char> gathered;
+  bool gather_busy = false;
+  int gather_next = 0;     // next gather the stream starts (in order)
+  int gather_allowed = 0;  // prefetch limit: one layer ahead of the layer being computed
+  int waiting_gather = -1;
+  // Host-launched ops (GraphOp::host_gap): the host's launch clock, and the other streams.
+  Time host;
+  std::map<int, Time> stream_free;  // stream (not 0) -> when its last op ends
+  Time streams_end;                 // when the last op on another stream ends
+  bool optimized = false;           // the optimizer step is over; the ops after end_backward run
+};
+
+class Engine {
+ public:
+  Engine(const hw::Topology& topo, const StepInputs& in, const Layout& lay, const StepGraph& graph, const GpuKinds& kinds, Simulator& sim,
+         FlowNetwork& net)
+      : in_(in), lay_(lay), graph_(graph), sim_(sim), net_(net), symmetric_(in.symmetric && !kinds.mixed()),
+        replicas_(symmetric_ ? 1 : lay.dp()), flows_(topo, in, lay, symmetric_) {
+    // Mixed GPU kinds: every data-parallel replica is simulated on its own kind's graphs, so that
+    // synchronous steps wait for the slowest.
+    for (int s = 0; s < graph.stages; ++s) {
+      for (int r = 0; r < replicas_; ++r) {
+        Executor e;
+        e.stage = s;
+        e.replica = r;
+        e.prog = &graph.kinds[static_cast<std::size_t>(kinds.mixed() ? kinds.kind_of(lay, s, r) : 0)][static_cast<std::size_t>(s)];
+        e.act_ready.assign(static_cast<std::size_t>(graph.micro_batches * graph.virtual_stages), 0);
+        e.gathered.assign(e.prog->gathers.size(), 0);
+        e.grad_ready.assign(static_cast<std::size_t>(graph.micro_batches * graph.virtual_stages), 0);
+        e.record = in.record_timeline &&
+                   (in.timeline_stages.empty() || std::find(in.timeline_stages.begin(), in.timeline_stages.end(), s) != in.timeline_stages.end());
+        execs_.push_back(std::move(e));
+      }
+    }
+  }
+
+  Status run();
+  ExecutionRecord take_record();
+
+ private:
+  void launch(const Collective& c, std::function<void()> done);
+  void ps_update(Executor& e);
+  void start_input_copies();
+  // Runs `work` of compute (its time at full speed), then `done`.
+  void start_compute(Executor& e, Time work, std::function<void()> done);
+  void schedule_compute(Executor& e);
+  // A collective starts (+1) or ends (-1) beside the executor's compute stream.
+  void change_background(Executor& e, int delta);
+  void advance(Executor& e);
+  void block(Executor& e, TimeKind k);
+  void resume(Executor& e);
+  // A pipeline message sent at `sent` arrives; a receiver waiting for it resumes, its wait since
+  // `sent` booked as pipeline communication and the rest as bubble.
+  void deliver(Executor& target, OpKind kind, int mb, int vs, Time sent);
+  void grads_ready(Executor& e, int slot);
+  void bucket_ready(Executor& e, const Bucket& bk);
+  void pump_dp(Executor& e);
+  void horovod_cycle(Executor& e);
+  void finish_backward(Executor& e);
+  void maybe_end_dp(Executor& e);
+  void tie_embeddings(Executor& e);
+  void optimizer_step(Executor& e);
+  void gather_params(Executor& e);
+  // The optimizer step is over: the ops after end_backward run, then the step ends.
+  void after_optimizer(Executor& e);
+  // Compute on the compute stream, after its host launch and launch delay (GraphOp::host_gap).
+  void run_compute(Executor& e, const GraphOp& op);
+  // Compute on another stream: placed at max(launch, that stream free) + delay, beside the rest.
+  void run_on_stream(Executor& e, const GraphOp& op);
+  void pump_gathers(Executor& e);
+  // Runs `start` once `parties` executors have joined under `key`; `start` receives a callback
+  // that runs every participant's continuation.
+  void join(const std::string& key, int parties, std::function<void()> cont, std::function<void(std::function<void()>)> start);
+  void account(Executor& e) {
+    e.time[static_cast<std::size_t>(e.wait_kind)] += (sim_.now() - e.wait_start).seconds();
+    e.waiting = false;
+  }
+  Executor& exec(int stage, int replica) { return execs_[static_cast<std::size_t>(stage * replicas_ + replica)]; }
+  int stage_of_vs(int vs) const { return vs % graph_.stages; }
+  // Records [start, end) on one of the executor's tracks (end defaults to now).
+  void record(const Executor& e, TimelineEvent::Track track, Time start, std::string name, std::string detail = {},
+              std::optional<Time> end = std::nullopt) {
+    if (!e.record) return;
+    timeline_.push_back(TimelineEvent{e.stage, e.replica, track, start, end.value_or(sim_.now()), std::move(name), std::move(detail)});
+  }
+
+  const StepInputs& in_;
+  const Layout& lay_;
+  const StepGraph& graph_;
+  Simulator& sim_;
+  FlowNetwork& net_;
+  bool symmetric_ = true;  // in_.symmetric, false on mixed clusters
+  int replicas_ = 1;       // data-parallel replicas simulated per stage
+  CommFlows flows_;
+  std::vector<Executor> execs_;
+  std::map<std::string, std::vector<std::function<void()>>> rendezvous_;
+  std::uint64_t collectives_ = 0;
+  Time h2d_end_;
+  std::vector<TimelineEvent> timeline_;
+};
+
+}  // namespace dtsim::workloads::detail
