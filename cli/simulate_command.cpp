@@ -77,16 +77,12 @@ int run(const Options& o) {
     return kExitBadInput;
   }
   if (cfg->trace) {  // model: {trace: FILE}
-    if (!o.trace.empty()) {
-      print_error("--trace: the timeline of a traced step is not written yet (the profile itself is its timeline)");
-      return kExitBadInput;
-    }
     if (!o.graph.empty()) {
       print_error("--graph: a traced step (model: {trace: ...}) builds its graph from the trace; run a graph file with a configuration "
                   "that names a model, or write the traced step's graph with --dump-graph");
       return kExitBadInput;
     }
-    return simulate_trace(*cfg, *topo, o.json, o.dump_graph);
+    return simulate_trace(*cfg, *topo, TraceRunOutputs{o.json, o.dump_graph, o.trace, o.trace_ranks});
   }
   // The step graph: read from --graph, or built from the configuration for --dump-graph.
   std::optional<workloads::StepGraph> given;

@@ -10,8 +10,10 @@
 #include "cli/errors.hpp"
 #include "config/hardware.hpp"
 #include "reports/output.hpp"
+#include "reports/trace.hpp"
 #include "trace/replay.hpp"
 #include "trace/summary.hpp"
+#include "workloads/graph_build.hpp"
 #include "workloads/graph_json.hpp"
 
 namespace dtsim::cli {
@@ -118,7 +120,7 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
 
 }  // namespace
 
-int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json, const std::string& dump_graph) {
+int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const TraceRunOutputs& out) {
   const config::TraceModel& tm = *cfg.trace;
   // Errors name the configuration (at its model.trace line), as the loader's do.
   const auto at_config = [&](const std::string& field, const std::string& message) {
@@ -177,6 +179,33 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   if (tm.profiler_overhead_per_event) in.params.profiler_overhead_per_event = *tm.profiler_overhead_per_event;
   const auto t0 = std::chrono::steady_clock::now();
   in.sharing = cfg.inputs.sharing;
+  // --trace: the ranks shown (validated before the run).
+  reports::TraceSelection shown;
+  std::optional<workloads::Layout> shown_layout;
+  if (!out.trace.empty()) {
+    workloads::ParallelSpec p;
+    p.dp = in.dp;
+    auto lay = workloads::Layout::make(p, in.dp);
+    if (!lay) {
+      at_config("parallel.dp", lay.error().message);
+      return kExitBadInput;
+    }
+    std::vector<int> requested;
+    if (!out.trace_ranks.empty()) {
+      auto ranks = reports::parse_rank_list(out.trace_ranks, in.dp);
+      if (!ranks) {
+        print_error(ranks.error().field + ": " + ranks.error().message);
+        return kExitBadInput;
+      }
+      requested = *ranks;
+    }
+    auto kinds = workloads::gpu_kinds(topo, *lay);
+    shown = reports::select_trace_ranks(requested, *lay, !kinds || !kinds->mixed());
+    shown_layout = *lay;
+    in.timeline = true;
+  }
+  const std::string& dump_graph = out.dump_graph;
+  const std::string& json = out.json;
   if (!dump_graph.empty()) {
     auto g = trace::trace_step_graph(topo, in);
     if (!g) {
@@ -196,6 +225,17 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   }
   if (!json.empty()) {
     if (auto st = reports::write_file_atomic(json, replay_json(*r, cfg).dump(2) + "\n"); !st) {
+      print_error(st.error().message);
+      return kExitFailure;
+    }
+  }
+  if (shown_layout) {
+    workloads::StepResult step;
+    step.step_time_s = r->step_s;
+    step.timeline = std::move(r->timeline);
+    const reports::TraceInfo info{fmt::format("trace {} on {}", tm.file, topo.summary()), fmt::format("dp {}", r->gpus),
+                                  ""};
+    if (auto st = reports::write_file_atomic(out.trace, reports::chrome_trace(step, *shown_layout, topo, shown, info)); !st) {
       print_error(st.error().message);
       return kExitFailure;
     }

@@ -13,9 +13,16 @@ namespace dtsim::cli {
 
 void add_trace_command(CLI::App& app, int& exit_code);
 
-// Simulates the configuration's traced step on `topo`; prints the report, writes JSON when
-// `json` is not empty and the step graph built from the trace when `dump_graph` is not. Returns
-// the exit code.
-int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const std::string& json, const std::string& dump_graph);
+// What `dtsim simulate` writes besides its report (each left out when empty).
+struct TraceRunOutputs {
+  std::string json;         // the result as JSON
+  std::string dump_graph;   // the step graph built from the trace
+  std::string trace;        // the simulated step as a Chrome trace / Perfetto JSON
+  std::string trace_ranks;  // the ranks it shows (default: rank 0)
+};
+
+// Simulates the configuration's traced step on `topo`; prints the report and writes `out`.
+// Returns the exit code.
+int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, const TraceRunOutputs& out);
 
 }  // namespace dtsim::cli

@@ -108,6 +108,8 @@ Expected<ReplayResult> replay_step(const hw::Topology& topo, const ReplayInputs&
     (e.name.find("allgather") != std::string::npos ? r.gather_s : r.allreduce_s) += (e.end - e.start).seconds();
   }
   r.events = rec->events;
+  r.symmetric = rec->symmetric;
+  if (in.timeline) r.timeline = workloads::make_timeline(std::move(rec->timeline), rec->replicas, *lay);
   r.removed_comm_ops = tg->removed_comm_ops;
   r.classes = tg->classes;
   return r;

@@ -23,6 +23,7 @@
 #include "trace/ops.hpp"
 #include "trace/trace_graph.hpp"
 #include "workloads/compute.hpp"
+#include "workloads/step.hpp"
 
 namespace dtsim::trace {
 
@@ -34,6 +35,7 @@ struct ReplayInputs {
   int dp = 1;                             // data-parallel ranks: GPUs 0..dp-1 of the topology
   int zero = 0;                           // 0: DDP; 3: FSDP full sharding (ZeRO-3); 1 and 2 are refused
   std::string sharing = "max-min";        // bandwidth sharing of the network's flows
+  bool timeline = false;                  // keep the run's timeline (ReplayResult::timeline)
   std::optional<std::int64_t> gradient_bytes;  // from a model named beside the trace (else the trace's)
   ReplayParams params;
 };
@@ -63,6 +65,8 @@ struct ReplayResult {
   std::uint64_t events = 0;           // simulator events
   std::size_t removed_comm_ops = 0;   // traced NCCL kernels left out (DDP is simulated instead)
   std::array<ClassTime, kKernelClasses> classes{};
+  workloads::Timeline timeline;       // when ReplayInputs::timeline (rank 0's; every replica, on mixed clusters)
+  bool symmetric = true;              // one replica stood for all
 };
 
 // The step graph every rank runs (one stage graph per GPU kind of GPUs 0..dp-1).

@@ -196,39 +196,7 @@ StepResult step_result(const hw::Topology& topo, const StepInputs& in, const Lay
   }
   r.events = rec.events;
   r.collectives = rec.collectives;
-  if (in.record_timeline) {
-    Timeline timeline_;
-    timeline_.events = std::move(rec.timeline);
-    timeline_.replicas = rec.replicas;
-    for (int s = 0; s < lay.pp(); ++s) {
-      for (int d = 0; d < rec.replicas; ++d) {
-        std::vector<int> ranks;
-        for (int t = 0; t < lay.tp(); ++t) {
-          for (int c = 0; c < lay.cp(); ++c) ranks.push_back(lay.rank(Coords{t, c, d, s}));
-        }
-        std::sort(ranks.begin(), ranks.end());
-        timeline_.ranks.push_back(std::move(ranks));
-      }
-    }
-    std::stable_sort(timeline_.events.begin(), timeline_.events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
-      return std::tie(a.stage, a.replica, a.track, a.start) < std::tie(b.stage, b.replica, b.track, b.start);
-    });
-    // A pass split only by bookkeeping (gradients becoming final mid-backward) is one event.
-    std::vector<TimelineEvent> merged;
-    for (TimelineEvent& ev : timeline_.events) {
-      if (!merged.empty()) {
-        TimelineEvent& prev = merged.back();
-        if (prev.stage == ev.stage && prev.replica == ev.replica && prev.track == ev.track &&
-            ev.track == TimelineEvent::Track::compute && prev.name == ev.name && prev.end == ev.start) {
-          prev.end = ev.end;
-          continue;
-        }
-      }
-      merged.push_back(std::move(ev));
-    }
-    timeline_.events = std::move(merged);
-    r.timeline = std::move(timeline_);
-  }
+  if (in.record_timeline) r.timeline = make_timeline(std::move(rec.timeline), rec.replicas, lay);
   return r;
 }
 
@@ -238,6 +206,40 @@ Expected<StepGraph> build_step_graph(const hw::Topology& topo, const StepInputs&
   auto lay = Layout::make(in.parallel, topo.gpus());
   if (!lay) return lay.error();
   return build_step_graph(topo, in, *lay);
+}
+
+Timeline make_timeline(std::vector<TimelineEvent> events, int replicas, const Layout& lay) {
+  Timeline timeline_;
+  timeline_.events = std::move(events);
+  timeline_.replicas = replicas;
+  for (int s = 0; s < lay.pp(); ++s) {
+    for (int d = 0; d < replicas; ++d) {
+      std::vector<int> ranks;
+      for (int t = 0; t < lay.tp(); ++t) {
+        for (int c = 0; c < lay.cp(); ++c) ranks.push_back(lay.rank(Coords{t, c, d, s}));
+      }
+      std::sort(ranks.begin(), ranks.end());
+      timeline_.ranks.push_back(std::move(ranks));
+    }
+  }
+  std::stable_sort(timeline_.events.begin(), timeline_.events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
+    return std::tie(a.stage, a.replica, a.track, a.start) < std::tie(b.stage, b.replica, b.track, b.start);
+  });
+  // A pass split only by bookkeeping (gradients becoming final mid-backward) is one event.
+  std::vector<TimelineEvent> merged;
+  for (TimelineEvent& ev : timeline_.events) {
+    if (!merged.empty()) {
+      TimelineEvent& prev = merged.back();
+      if (prev.stage == ev.stage && prev.replica == ev.replica && prev.track == ev.track &&
+          ev.track == TimelineEvent::Track::compute && prev.name == ev.name && prev.end == ev.start) {
+        prev.end = ev.end;
+        continue;
+      }
+    }
+    merged.push_back(std::move(ev));
+  }
+  timeline_.events = std::move(merged);
+  return timeline_;
 }
 
 Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in) { return simulate_step(topo, in, nullptr); }

@@ -141,6 +141,9 @@ Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& i
 // configuration still gives the cluster, layout and communication settings, and the graph must
 // have its shape (stages, virtual stages, micro-batches, GPU kinds). nullptr: the built graph.
 Expected<StepResult> simulate_step(const hw::Topology& topo, const StepInputs& in, const StepGraph* graph);
+// A run's timeline events (ExecutionRecord::timeline) in start order per rank, with the ranks each
+// simulated (stage, replica) stands for; adjacent compute events of one name merged.
+Timeline make_timeline(std::vector<TimelineEvent> events, int replicas, const Layout& lay);
 // The step graph the configuration builds (what simulate_step runs).
 Expected<StepGraph> build_step_graph(const hw::Topology& topo, const StepInputs& in);
 

@@ -2,6 +2,7 @@
 // totals summed by hand in the comments) and on the committed real traces.
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -401,6 +402,27 @@ TEST(TraceCli, FsdpRefusals) {
   std::ofstream(cfg) << "cluster: dgx-h100\nmodel: {trace: " << data("small.json") << ", gradients_from: gpt2-124m}\nparallel: {zero: 3}\n";
   EXPECT_EQ(run("simulate " + cfg, out), 2);
   EXPECT_NE(out.find("fwdbwd"), std::string::npos) << out;
+}
+
+// --trace on a traced step: the simulated timeline as a Chrome trace. small.json's GEMM runs from
+// 21.5 to 51.75 us and the layer norm from 70 to 78.125 us (HostLaunchesAndDelaysByHand).
+TEST(TraceCli, ChromeTraceOfATracedStep) {
+  const std::string cfg = temp("cfg.yaml"), out_trace = temp("timeline.json");
+  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << data("small.json")
+                     << ", profiler_overhead_per_event: 0 s}\n";
+  std::string out;
+  ASSERT_EQ(run("simulate " + cfg + " --trace " + out_trace, out), 0) << out;
+  std::ifstream in(out_trace);
+  const auto t = nlohmann::json::parse(in);
+  std::map<std::string, std::pair<double, double>> seen;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X") seen[e["name"].get<std::string>()] = {e["ts"].get<double>(), e["dur"].get<double>()};
+  }
+  ASSERT_TRUE(seen.count("gemm")) << t.dump();
+  EXPECT_NEAR(seen["gemm"].first, 21.5, 1e-6);
+  EXPECT_NEAR(seen["gemm"].second, 30.25, 1e-6);
+  EXPECT_NEAR(seen["reduction/norm"].first, 70.0, 1e-6);
+  EXPECT_NEAR(seen["reduction/norm"].second, 8.125, 1e-6);
 }
 
 }  // namespace
