@@ -78,17 +78,14 @@ void Engine::pump_dp(Executor& e) {
   if (e.dp_busy) return;
   const DpImpl impl = in_.parallel.dp_impl;
   if ((impl == DpImpl::no_overlap || impl == DpImpl::mirrored) && !e.backward_done) return;
+  const bool ps = impl == DpImpl::parameter_server;
+  if (lay_.grad_dp() < 2 && !ps) e.dp_ready.clear();  // one replica: nothing to reduce
   if (e.dp_ready.empty()) {
     maybe_end_dp(e);
     return;
   }
   const Bucket bk = e.dp_ready.front();
   e.dp_ready.pop_front();
-  const bool ps = impl == DpImpl::parameter_server;
-  if (lay_.grad_dp() < 2 && !ps) {
-    pump_dp(e);
-    return;
-  }
   e.dp_busy = true;
   change_background(e, +1);
   const int seq = e.dp_issued++;

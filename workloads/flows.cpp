@@ -173,12 +173,11 @@ const Collective& CommFlows::p2p(int from_stage, int to_stage, int replica, Byte
   return *cache_.emplace(key, std::move(c)).first->second;
 }
 
-std::unique_ptr<Collective> CommFlows::pairwise(const std::vector<std::pair<int, int>>& pairs, double bytes) {
+std::unique_ptr<Collective> CommFlows::paths_collective(const std::vector<hw::Path>& paths, double bytes) const {
   auto plan = std::make_shared<comm::Plan>();
   plan->op = CollOp::sendrecv;
   comm::Phase ph;
-  for (auto [a, b] : pairs) {
-    const hw::Path path = router_.route(a, b, static_cast<std::uint64_t>(a) * 7919 + static_cast<std::uint64_t>(b));
+  for (const hw::Path& path : paths) {
     std::vector<LinkUse> uses;
     for (LinkId l : path) uses.push_back(LinkUse{l, 1});
     ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), Bytes(static_cast<I>(bytes)), router_.latency(path) + in_.comm.call_overhead});
@@ -187,6 +186,12 @@ std::unique_ptr<Collective> CommFlows::pairwise(const std::vector<std::pair<int,
   auto c = std::make_unique<Collective>();
   c->plans.push_back(std::move(plan));
   return c;
+}
+
+std::unique_ptr<Collective> CommFlows::pairwise(const std::vector<std::pair<int, int>>& pairs, double bytes) {
+  std::vector<hw::Path> paths;
+  for (auto [a, b] : pairs) paths.push_back(router_.route(a, b, static_cast<std::uint64_t>(a) * 7919 + static_cast<std::uint64_t>(b)));
+  return paths_collective(paths, bytes);
 }
 
 const Collective& CommFlows::transfer(const Transfer& t) {
@@ -254,21 +259,12 @@ hw::Path CommFlows::host_path(int rank, int node, int cpu, bool to_host, std::ui
 // One flow per (rank, node, cpu, to_host) end, `bytes` each.
 const Collective& CommFlows::host_flows(const std::string& key, const std::vector<std::tuple<int, int, int, bool>>& ends, double bytes) {
   if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
-  auto plan = std::make_shared<comm::Plan>();
-  plan->op = CollOp::sendrecv;
-  comm::Phase ph;
+  std::vector<hw::Path> paths;
   for (const auto& [rank, node, cpu, to_host] : ends) {
-    const hw::Path path = host_path(rank, node, cpu, to_host, static_cast<std::uint64_t>(rank) * 7919 + static_cast<std::uint64_t>(node));
-    std::vector<LinkUse> uses;
-    for (LinkId l : path) uses.push_back(LinkUse{l, 1});
-    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), Bytes(static_cast<I>(bytes)), router_.latency(path) + in_.comm.call_overhead});
+    paths.push_back(host_path(rank, node, cpu, to_host, static_cast<std::uint64_t>(rank) * 7919 + static_cast<std::uint64_t>(node)));
   }
-  plan->phases.push_back(std::move(ph));
-  auto c = std::make_unique<Collective>();
-  c->plans.push_back(std::move(plan));
-  return *cache_.emplace(key, std::move(c)).first->second;
+  return *cache_.emplace(key, paths_collective(paths, bytes)).first->second;
 }
-
 
 // Every worker sends its gradients' 1/shards to every shard (push) or pulls its weights' 1/shards
 // from every shard (pull); all workers use all shards.

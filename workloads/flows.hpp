@@ -52,6 +52,8 @@ class CommFlows {
   bool keep_copy(const std::vector<int>& group, const std::vector<int>& representative_ranks) const;
   const Collective& collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs);
   // Flows between GPU pairs (one group each), all at once.
+  // One send per path, `bytes` each, all at once (a sendrecv plan of one phase).
+  std::unique_ptr<Collective> paths_collective(const std::vector<hw::Path>& paths, double bytes) const;
   std::unique_ptr<Collective> pairwise(const std::vector<std::pair<int, int>>& pairs, double bytes);
   // Host (a node's CPU) to and from GPU ranks.
   hw::Path host_path(int rank, int node, int cpu, bool to_host, std::uint64_t label);
