@@ -1018,6 +1018,68 @@ class Fitter {
       }
       if (change < 1e-7) break;
     }
+    // The mapping above matches a line, and the model is not one (NVLS's loops and its pipeline's
+    // fill and drain, channel pieces, slices). Where one algorithm/protocol pair serves a regime,
+    // its two knobs are then set to the values that minimise the model's squared relative error
+    // on the regime's training points, starting from the mapped ones (a golden-section search on
+    // each knob in turn, so the polish never ends worse than the mapping on those points).
+    for (std::size_t ri = 0; ri < regimes.size(); ++ri) {
+      std::vector<std::pair<comm::Algo, comm::Protocol>> serving;
+      for (const auto& c : cands) {
+        if (proto_regime(c.second) == ri) serving.push_back(c);
+      }
+      if (serving.size() != 1) continue;
+      const auto [a, p] = serving.front();
+      auto [lat, bw] = knobs_of(a, p, g.op, multinode, *sim);
+      const std::string pair = fmt::format("{}/{}", comm::to_string(a), comm::to_string(p));
+      std::vector<Knob> knobs;
+      for (const Knob& k : {lat, bw}) {
+        if (k.valid() && owner_.count(k.profile_name()) && owner_.at(k.profile_name()) == suite + " " + pair) knobs.push_back(k);
+      }
+      if (knobs.empty()) continue;
+      const Regime& re = regimes[ri];
+      Status failed;
+      auto error = [&]() {
+        double sum = 0;
+        for (std::size_t i = re.first; i < re.last; ++i) {
+          auto t = sim->time(state_, g.op, static_cast<std::int64_t>(pts[i].x), a, p);
+          if (!t) {
+            failed = t.error();
+            return 0.0;
+          }
+          const double e = (*t - pts[i].y) / pts[i].y;
+          sum += e * e;
+        }
+        return sum;
+      };
+      for (int round = 0; round < 4; ++round) {
+        for (const Knob& k : knobs) {
+          const double x0 = get_knob(state_, k, *sim);
+          const double best0 = error();
+          // Over [x0 / 2, 2 x0] in log space (a fraction stays at most 1).
+          double lo = std::log(std::max(x0, 1e-9) / 2), hi = std::log(std::max(x0, 1e-9) * 2);
+          if (k.kind != Knob::Kind::time) hi = std::min(hi, 0.0);
+          auto at = [&](double l) {
+            set_knob(state_, k, std::exp(l));
+            return error();
+          };
+          const double ratio = 0.5 * (std::sqrt(5.0) - 1);
+          double c1 = hi - ratio * (hi - lo), c2 = lo + ratio * (hi - lo), f1 = at(c1), f2 = at(c2);
+          for (int it = 0; it < 40; ++it) {
+            if (f1 < f2) {
+              hi = c2, c2 = c1, f2 = f1, c1 = hi - ratio * (hi - lo), f1 = at(c1);
+            } else {
+              lo = c1, c1 = c2, f1 = f2, c2 = lo + ratio * (hi - lo), f2 = at(c2);
+            }
+          }
+          const double xm = std::exp(0.5 * (lo + hi));
+          set_knob(state_, k, xm);
+          if (error() > best0) set_knob(state_, k, x0);
+          if (!failed.ok()) return failed.error();
+          note_set(set_here, k);
+        }
+      }
+    }
     json knobs = json::array();
     for (const auto& k : set_here) knobs.push_back(k);
     out["knobs"] = knobs;

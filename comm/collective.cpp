@@ -639,9 +639,22 @@ void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
   // multicast, and a gather, and waits on every GPU: one synchronisation per loop, two more to
   // fill the three stages.
   const std::int64_t loops = params_.nvls_loops(size, n);
+  // The three stages run as a pipeline on each channel, the switch round the slowest: it moves
+  // (n + 1) / n of a block each way where the scatter and the gather move (n - 1) / n one way. The
+  // first loop's scatters (fill) and the last loop's gathers (drain) are not hidden behind a
+  // switch round: each moves (n - 1) / n of a loop over the GPU's link to the switch.
+  double link = 0;  // the GPU's link to the switch, bytes/s after the link's and NVLS's efficiency
+  for (LinkId l : all) {
+    const double c = topo_.link(l).capacity().bytes_per_s();
+    link = link == 0 ? c : std::min(link, c);
+  }
+  const double loop = static_cast<double>(params_.nvls_channels) * n * static_cast<double>(params_.nvls_chunk(size, n).count());
+  const Time fill_drain =
+      link > 0 ? Time::from_seconds(2.0 * (n - 1) / n * std::min(size.as_double(), loop) / (link * params_.nvls_efficiency)) : Time::zero();
   plan.channels = params_.nvls_channels;
-  plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2);
-  const Time latency = std::max(params_.nvls_latency, path_lat * 2) + params_.nvls_loop_latency * (loops + 2) + params_.call_overhead;
+  plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2) + fill_drain;
+  const Time latency =
+      std::max(params_.nvls_latency, path_lat * 2) + params_.nvls_loop_latency * (loops + 2) + fill_drain + params_.call_overhead;
   Phase ph{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency), latency}}};
   // Channel b scatters the block at b x heads x chunk of each loop (comm/split.hpp): below one
   // loop only the first channels carry data, each at its share (1 / nvls.channels) of the rate.

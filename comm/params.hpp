@@ -56,8 +56,9 @@ struct CommParams {
   Time nvls_latency = Time::us(23);
   Time nvls_net_latency = Time::us(18);
   // Of the link's effective (ring) bandwidth, for the data once the per-loop synchronisation below
-  // is set apart: 480 GB/s busbw at 8 GiB on 8 H100 (NCCL maintainer) with 512 loops of 3.4 us.
-  double nvls_efficiency = 0.884;
+  // and the pipeline's fill and drain are set apart: 480 GB/s busbw at 8 GiB on 8 H100 (NCCL
+  // maintainer) with 512 loops of 3.4 us and 14/9 of a loop's data time to fill and drain.
+  double nvls_efficiency = 0.887;
   // NCCL runs NVLS on its own channels (v2.18.5 src/transport/nvls.cc, NCCL_NVLS_NCHANNELS 16),
   // every channel on every message size (enqueue.cc getAlgoInfo: nc = comm->nvlsChannels).
   int nvls_channels = 16;

@@ -334,14 +334,17 @@ TEST(FitPublished, A100DefaultAlgorithmIsPredictedBetterThanByTheDefaults) {
   EXPECT_LT(after.worst, before.worst);
 }
 
-TEST(FitPublished, H100NvlsIsPredictedBetterThanByTheDefaults) {
+TEST(FitPublished, H100NvlsFitTiesTheDefaults) {
   const auto [before, after] = published_fit("azure-nd-h100-v5", "all_reduce_perf-h100-nvls.log", "dgx-h100", comm::Algo::nvls);
-  // One alpha-beta line cannot follow the measured ramp: better in the median, not exact. The
-  // defaults now ramp through NVLS's loops (issue 12), which the fitted line flattens, so the worst
-  // point may be a little worse than the defaults'.
-  EXPECT_LT(after.median, before.median);
-  EXPECT_LT(after.worst, before.worst + 0.05);
-  EXPECT_LT(after.median, 0.2);
+  // The defaults' NVLS latency was read from this curve's small sizes, and the defaults now follow
+  // its ramp (loops, channel pieces, the pipeline's fill and drain: 2.7% median over the 24
+  // points, issue 12), so the fit can at best tie them: within a point of their median and under
+  // 5%. The worst points of both are the smallest sizes, set by nccl-tests' 8 host launches (not a
+  // knob the fit moves), where the fitted latency, a compromise over 1 KiB to 8 GiB, gives up up
+  // to 6 points.
+  EXPECT_LT(after.median, before.median + 0.01);
+  EXPECT_LT(after.worst, before.worst + 0.06);
+  EXPECT_LT(after.median, 0.05);
 }
 
 }  // namespace

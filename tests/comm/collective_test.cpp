@@ -142,8 +142,10 @@ TEST(Nvls, EachGpuLinkMovesSTimesOnePlusOneOverN) {
   const double S = 1073741824.0;
   const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::nvls, Protocol::simple);
   // 1 GiB: chunk 128 KiB, loops of 16 channels x 8 GPUs x 128 KiB = 16 MiB, 64 of them, each
-  // synchronised (3.4 us), two more to fill the scatter / reduce / gather pipeline.
-  const double expected = us(23) + (64 + 2) * us(3.4) + S * (1 + 1.0 / n) / (0.884 * 100 * GB);
+  // synchronised (3.4 us), two more to fill the scatter / reduce / gather pipeline, whose fill and
+  // drain also move 2 (n - 1) / n of one loop's 16 MiB.
+  const double fill_drain = 2.0 * (n - 1) / n * 16 * 1048576.0 / (0.887 * 100 * GB);
+  const double expected = us(23) + (64 + 2) * us(3.4) + fill_drain + S * (1 + 1.0 / n) / (0.887 * 100 * GB);
   EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
   EXPECT_EQ(p.channels, 16);
 }
@@ -173,10 +175,11 @@ TEST(Nvls, ChunkShrinksWithTheMessageAndLoopsCountIt) {
   EXPECT_EQ(p.nvls_chunk(Bytes::MiB(3), 4), Bytes::KiB(16));
 }
 
-// The ramp with size: time = 23 us + (loops + 2) x 3.4 us + S(1 + 1/n) / (0.884 B), loops as above,
-// on the 100 GB/s test switch. 64 KiB and 1 MiB are one loop; 4 MiB two; 32 MiB eight. Channel b
-// takes the block at b x 8 heads x chunk of a loop: with 16 KiB chunks, 64 KiB is all on channel
-// 0 (1 of 16 channels busy, at 1/16 of the rate) and 1 MiB on 8 channels of 128 KiB (at 8/16).
+// The ramp with size: time = 23 us + (loops + 2) x 3.4 us + 2 (n - 1) / n min(S, loop) / (0.887 B)
+// + S(1 + 1/n) / (0.887 B), loops as above, on the 100 GB/s test switch. 64 KiB and 1 MiB are one
+// loop (of 2 MiB); 4 MiB two (of 2 MiB); 32 MiB eight (of 4 MiB). Channel b takes the block at
+// b x 8 heads x chunk of a loop: with 16 KiB chunks, 64 KiB is all on channel 0 (1 of 16 channels
+// busy, at 1/16 of the rate) and 1 MiB on 8 channels of 128 KiB (at 8/16).
 TEST(Nvls, TimeRampsWithTheLoopCount) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   const int n = 8;
@@ -184,11 +187,13 @@ TEST(Nvls, TimeRampsWithTheLoopCount) {
     double S;
     int loops;
     double busy;  // channels carrying data, of 16
+    double loop;  // bytes of one loop
   };
-  const Case cases[] = {{65536.0, 1, 1}, {1048576.0, 1, 8}, {4194304.0, 2, 16}, {33554432.0, 8, 16}};
-  for (const auto& [S, loops, busy] : cases) {
+  const Case cases[] = {{65536.0, 1, 1, 2097152.0}, {1048576.0, 1, 8, 2097152.0}, {4194304.0, 2, 16, 2097152.0}, {33554432.0, 8, 16, 4194304.0}};
+  for (const auto& [S, loops, busy, loop] : cases) {
     const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::nvls, Protocol::simple);
-    const double expected = us(23) + (loops + 2) * us(3.4) + S * (1 + 1.0 / n) / (0.884 * 100 * GB * busy / 16);
+    const double fill_drain = 2.0 * (n - 1) / n * std::min(S, loop) / (0.887 * 100 * GB);
+    const double expected = us(23) + (loops + 2) * us(3.4) + fill_drain + S * (1 + 1.0 / n) / (0.887 * 100 * GB * busy / 16);
     EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << S;
     EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected) << S;
   }
