@@ -206,6 +206,19 @@ nlohmann::json simulate_json(const std::string& trace_file, const std::string& c
   return nlohmann::json::parse(in, nullptr, false);
 }
 
+// The result of simulating `trace_file` on one H100 with the profiler's per-event cost set to 0,
+// so that a hand-written trace's host intervals are kept as they are.
+nlohmann::json one_gpu_without_profiler_cost(const std::string& trace_file) {
+  const std::string cfg = temp("cfg.yaml"), json = temp("out.json");
+  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << trace_file
+                     << ", profiler_overhead_per_event: 0 s}\n";
+  std::string out;
+  EXPECT_EQ(run("simulate " + cfg + " --json " + json, out), 0) << out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() ? j["result"] : nlohmann::json();
+}
+
 TEST(TraceCli, SimulateRefusesWhatATraceCannotDo) {
   const std::string cfg = temp("bad.yaml");
   std::string out;
@@ -299,13 +312,8 @@ TEST(TraceReplay, DdpAddsGradientAllReduce) {
 // 78.125; op 4 at max(88, 78.125) + 2 = 90 to 91.5, the step's end, as in the trace. The compute
 // stream waited 21.5 + 8.25 + 4.5 + 11.875 = 46.125, of which 12.75 are the measured delays.
 TEST(TraceReplay, HostLaunchesAndDelaysByHand) {
-  const std::string cfg = temp("cfg.yaml"), json = temp("out.json");
-  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << data("small.json")
-                     << ", profiler_overhead_per_event: 0 s}\n";
-  std::string out;
-  ASSERT_EQ(run("simulate " + cfg + " --json " + json, out), 0) << out;
-  std::ifstream in(json);
-  const auto r = nlohmann::json::parse(in)["result"];
+  const auto r = one_gpu_without_profiler_cost(data("small.json"));
+  ASSERT_TRUE(r.is_object());
   EXPECT_NEAR(r["step_time_s"].get<double>(), 91.5e-6, 1e-12);
   EXPECT_NEAR(r["gpu_busy_s"].get<double>(), 45.375e-6, 1e-12);
   EXPECT_NEAR(r["gpu_delay_s"].get<double>(), 12.75e-6, 1e-12);
@@ -318,13 +326,8 @@ TEST(TraceReplay, HostLaunchesAndDelaysByHand) {
 // longer waits for it: max(69, 51.75) + 1 = 70, and the memset ends at 91.5 as before. The step
 // ends with the side stream at 110 µs.
 TEST(TraceReplay, SideStreamRunsBesideTheComputeStream) {
-  const std::string cfg = temp("cfg.yaml"), json = temp("out.json");
-  std::ofstream(cfg) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: {trace: " << data("two-streams.json")
-                     << ", profiler_overhead_per_event: 0 s}\n";
-  std::string out;
-  ASSERT_EQ(run("simulate " + cfg + " --json " + json, out), 0) << out;
-  std::ifstream in(json);
-  const auto r = nlohmann::json::parse(in)["result"];
+  const auto r = one_gpu_without_profiler_cost(data("two-streams.json"));
+  ASSERT_TRUE(r.is_object());
   EXPECT_NEAR(r["step_time_s"].get<double>(), 110e-6, 1e-12);
   EXPECT_NEAR(r["side_stream_s"].get<double>(), 50e-6, 1e-12);
   EXPECT_NEAR(r["gpu_busy_s"].get<double>(), (30.25 + 50 + 8.125 + 1.5) * 1e-6, 1e-12);
