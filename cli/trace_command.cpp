@@ -50,7 +50,7 @@ std::string render_replay(const trace::ReplayResult& r, const std::string& file,
   std::string o;
   o += fmt::format("trace        {}\n", file);
   o += fmt::format("traced on    {}; simulated on {}{} ({} GPU{}{})\n", r.traced_gpu, r.target_gpu, r.mixed ? " and the cluster's other GPU kinds" : "",
-                   r.gpus, r.gpus == 1 ? "" : r.fsdp ? "s, FSDP" : "s, DDP",
+                   r.gpus, r.gpus == 1 ? "" : r.fsdp ? "s, FSDP" : r.zero > 0 ? fmt::format("s, ZeRO-{}", r.zero) : "s, DDP",
                    r.retimed ? ", kernels re-timed by class" : ", measured kernel times");
   o += fmt::format("cluster      {}\n\n", cluster);
   o += fmt::format("step time          {:>10} ms   (profiled GPU window {} ms)\n", ms(r.step_s), ms(r.traced_window_s));
@@ -59,10 +59,17 @@ std::string render_replay(const trace::ReplayResult& r, const std::string& file,
   o += fmt::format("  waiting for DP   {:>10} ms\n", ms(r.dp_wait_s));
   o += fmt::format("  launch and inter-kernel delays (measured, kept) {} ms\n", ms(r.gpu_delay_s));
   if (r.side_stream_s > 0) o += fmt::format("  on other streams, beside the compute stream {} ms\n", ms(r.side_stream_s));
-  if (r.gpus > 1 && !r.fsdp) {
+  if (r.gpus > 1 && r.zero == 0) {
     o += fmt::format("gradients          {:.1f} MB from the {}, {} bucket{}, all-reduce {} ms in all, {} ms exposed\n",
                      static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, r.buckets == 1 ? "" : "s", ms(r.allreduce_s),
                      ms(r.exposed_allreduce_s));
+  }
+  if (r.zero == 1 || r.zero == 2) {
+    o += fmt::format("gradients          {:.1f} MB from the {}, {} bucket{}, reduce-scatter {} ms in all; optimizer on a 1/{} shard\n",
+                     static_cast<double>(r.gradient_bytes) / 1e6, r.gradient_source, r.buckets, r.buckets == 1 ? "" : "s", ms(r.allreduce_s),
+                     r.gpus);
+    o += fmt::format("parameters         updated shards all-gathered after the optimizer: {} ms; waited for reductions and the gather {} ms\n",
+                     ms(r.gather_s), ms(r.dp_wait_s));
   }
   if (r.fsdp) {
     o += fmt::format("FSDP units         {} of {} parameter tensors (a repeated block) + the root's {:.1f} MB; optimizer on a 1/{} shard\n",
@@ -107,6 +114,7 @@ nlohmann::json replay_json(const trace::ReplayResult& r, const config::SimulateC
             {"gradient_source", r.gradient_source},
             {"buckets", r.buckets},
             {"allreduce_s", r.allreduce_s},
+            {"zero", r.zero},
             {"fsdp", r.fsdp},
             {"fsdp_units", r.fsdp_units},
             {"fsdp_unit_tensors", r.fsdp_unit_tensors},
@@ -133,11 +141,7 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
   }
   const auto& par = cfg.inputs.parallel;
   if (par.tp != 1 || par.pp != 1 || par.cp != 1 || par.ep != 1) {
-    at_config("parallel", "a traced step is simulated with data parallelism (DDP, or FSDP with zero: 3) only: tp, pp, cp, ep must be 1");
-    return kExitBadInput;
-  }
-  if (par.zero != 0 && par.zero != 3) {
-    at_config("parallel.zero", fmt::format("zero {} is not applied to a traced step: 0 (DDP) or 3 (FSDP full sharding)", par.zero));
+    at_config("parallel", "a traced step is simulated with data parallelism (DDP, ZeRO-1/2, or FSDP with zero: 3) only: tp, pp, cp, ep must be 1");
     return kExitBadInput;
   }
   if (cfg.inputs.training.framework != workloads::Framework::megatron) {

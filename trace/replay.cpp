@@ -47,9 +47,7 @@ workloads::StepInputs executor_inputs(const ReplayInputs& in, bool timeline) {
 
 Expected<TraceGraph> trace_step_graph(const hw::Topology& topo, const ReplayInputs& in) {
   if (in.dp < 1 || in.dp > topo.gpus()) return Error(fmt::format("data-parallel size {} does not fit the cluster's {} GPUs", in.dp, topo.gpus()), "parallel.dp");
-  if (in.zero != 0 && in.zero != 3) {
-    return Error(fmt::format("zero {} is not applied to a traced step: 0 (DDP) or 3 (FSDP full sharding)", in.zero), "parallel.zero");
-  }
+  if (in.zero < 0 || in.zero > 3) return Error(fmt::format("zero must be 0, 1, 2 or 3, got {}", in.zero), "parallel.zero");
   const workloads::StepInputs si = executor_inputs(in, false);
   auto lay = workloads::Layout::make(si.parallel, in.dp);
   if (!lay) return lay.error();
@@ -63,6 +61,7 @@ Expected<TraceGraph> trace_step_graph(const hw::Topology& topo, const ReplayInpu
   gi.data_parallel = in.dp > 1;
   gi.dp = in.dp;
   gi.fsdp = in.zero == 3 && in.dp > 1;
+  gi.shard_optimizer = in.zero >= 1 && in.dp > 1;
   gi.gradient_bytes = in.gradient_bytes;
   gi.params = in.params;
   return build_trace_graph(gi);
@@ -99,6 +98,7 @@ Expected<ReplayResult> replay_step(const hw::Topology& topo, const ReplayInputs&
   r.gradient_source = tg->gradient_source;
   r.buckets = static_cast<int>(tg->graph.stage_graphs().front().buckets.size());
   r.fsdp = in.zero == 3 && in.dp > 1;
+  r.zero = in.dp > 1 ? in.zero : 0;
   r.fsdp_units = tg->fsdp_units;
   r.fsdp_unit_tensors = tg->fsdp_unit_tensors;
   r.fsdp_root_bytes = tg->fsdp_root_bytes;

@@ -33,7 +33,7 @@ struct ReplayInputs {
   workloads::ComputeParams compute;       // efficiency model and comm_slowdown
   comm::CommParams comm = comm::CommParams::nccl_defaults();
   int dp = 1;                             // data-parallel ranks: GPUs 0..dp-1 of the topology
-  int zero = 0;                           // 0: DDP; 3: FSDP full sharding (ZeRO-3); 1 and 2 are refused
+  int zero = 0;                           // 0: DDP; 1, 2: ZeRO (sharded optimizer, reduce-scatter); 3: FSDP full sharding
   std::string sharing = "max-min";        // bandwidth sharing of the network's flows
   bool timeline = false;                  // keep the run's timeline (ReplayResult::timeline)
   std::optional<std::int64_t> gradient_bytes;  // from a model named beside the trace (else the trace's)
@@ -55,6 +55,7 @@ struct ReplayResult {
   std::int64_t gradient_bytes = 0;
   std::string gradient_source;        // "trace (N AccumulateGrad ops)" or the model's name
   int buckets = 0;
+  int zero = 0;                       // as ReplayInputs::zero (0 on one GPU)
   bool fsdp = false;                  // FSDP: buckets are units, reduce-scattered; parameters gathered
   int fsdp_units = 0, fsdp_unit_tensors = 0;
   std::int64_t fsdp_root_bytes = 0;

@@ -361,7 +361,7 @@ Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
         sg.ops.push_back(workloads::GraphOp{workloads::OpKind::gather_wait, gi, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
       }
       // Sharded data parallelism: the optimizer updates this rank's 1/dp of the parameters.
-      const bool shard = in.fsdp && o.cls == KernelClass::optimizer;
+      const bool shard = in.shard_optimizer && o.cls == KernelClass::optimizer;
       const std::int64_t dur = retimer.retime(o, shard ? in.dp : 1);
       const int label = 1 + static_cast<int>(o.cls);
       sg.ops.push_back(workloads::GraphOp{workloads::OpKind::compute, 0, 0, Time::ns(dur), false, label, Time::ns(host_gap[pos]),

@@ -8,7 +8,9 @@
 // into DDP's buckets; end_backward stands before the optimizer's first kernel, the optimizer's
 // kernels after it. With FSDP (ZeRO-3) the parameters are gathered unit by unit before their
 // forward and again before their backward, each unit's gradients reduce-scattered once its backward
-// is done, and the optimizer's kernels update a 1/dp shard. See docs/traces.md.
+// is done, and the optimizer's kernels update a 1/dp shard (as with ZeRO-1/2, whose DDP-style
+// buckets are reduce-scattered and whose updated shards the executor gathers after the optimizer's
+// kernels). See docs/traces.md.
 #pragma once
 
 #include <array>
@@ -47,6 +49,7 @@ struct TraceGraphInputs {
   bool data_parallel = false;                  // gradients and buckets are needed
   int dp = 1;                                  // data-parallel ranks (FSDP's shard count)
   bool fsdp = false;                           // ZeRO-3 / FSDP full sharding instead of DDP
+  bool shard_optimizer = false;                // ZeRO-1/2/3: each rank updates 1/dp of the parameters
   std::optional<std::int64_t> gradient_bytes;  // from a model named beside the trace (else the trace's)
   ReplayParams params;
 };

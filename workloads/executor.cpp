@@ -171,7 +171,14 @@ void Engine::advance(Executor& e) {
     }
     ++e.pc;
   }
-  if (e.optimized) e.end = std::max(sim_.now(), e.streams_end);
+  if (!e.optimized) return;
+  if (!e.params_gathered) {
+    // ZeRO-1/2 and the distributed optimizer gather the updated shards once the update (the
+    // optimizer step and the ops after end_backward) is done; the step ends after it.
+    e.params_gathered = true;
+    if (gather_params(e)) return;
+  }
+  e.end = std::max(sim_.now(), e.streams_end);
 }
 
 void Engine::run_compute(Executor& e, const GraphOp& op) {

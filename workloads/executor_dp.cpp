@@ -202,15 +202,12 @@ void Engine::optimizer_step(Executor& e) {
     record(e, TimelineEvent::Track::compute, e.wait_start, "optimizer step",
            fmt::format("{} update", in_.training.optimizer == Optimizer::adam ? "Adam" : "SGD"));
     account(e);
-    gather_params(e);
+    after_optimizer(e);
   });
 }
 
-void Engine::gather_params(Executor& e) {
-  if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.grad_dp() < 2) {
-    after_optimizer(e);
-    return;
-  }
+bool Engine::gather_params(Executor& e) {
+  if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.grad_dp() < 2) return false;
   // ZeRO / the distributed optimizer: gather the updated shards back into full parameters.
   const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
   const double bytes = e.prog->dense_params * (mixed ? 2.0 : 4.0);
@@ -220,10 +217,11 @@ void Engine::gather_params(Executor& e) {
     record(e, TimelineEvent::Track::dp, e.wait_start, "dp allgather (updated parameters)",
            fmt::format("{} per rank (ZeRO / distributed optimizer)", to_string(Bytes(static_cast<I>(bytes)))));
     account(e);
-    after_optimizer(e);
+    advance(e);
   }, [this, stage, bytes](std::function<void()> all_done) {
     launch(flows_.dp_collective(stage, false, CollOp::allgather, Bytes(static_cast<I>(bytes))), all_done);
   });
+  return true;
 }
 
 void Engine::after_optimizer(Executor& e) {

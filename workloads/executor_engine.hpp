@@ -63,6 +63,7 @@ struct Executor {
   std::map<int, Time> stream_free;  // stream (not 0) -> when its last op ends
   Time streams_end;                 // when the last op on another stream ends
   bool optimized = false;           // the optimizer step is over; the ops after end_backward run
+  bool params_gathered = false;     // ZeRO-1/2: the updated shards were gathered (after those ops)
 };
 
 class Engine {
@@ -115,8 +116,11 @@ class Engine {
   void maybe_end_dp(Executor& e);
   void tie_embeddings(Executor& e);
   void optimizer_step(Executor& e);
-  void gather_params(Executor& e);
-  // The optimizer step is over: the ops after end_backward run, then the step ends.
+  // ZeRO-1/2: starts the all-gather of the updated shards (the step goes on when it is done);
+  // false where there is nothing to gather.
+  bool gather_params(Executor& e);
+  // The optimizer step is over: the ops after end_backward run, then the parameter gather (if
+  // any), then the step ends.
   void after_optimizer(Executor& e);
   // Compute on the compute stream, after its host launch and launch delay (GraphOp::host_gap).
   void run_compute(Executor& e, const GraphOp& op);

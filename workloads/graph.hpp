@@ -12,7 +12,8 @@
 //   - ZeRO-3 edges: gather_wait (i) waits for parameter gather i, which runs on a stream of its
 //     own at most one layer ahead;
 //   - end_backward: the data-parallel stream drains, then the optimizer step runs (the `optimizer`
-//     time below), then the ops after it, if any (a traced step's optimizer kernels).
+//     time below), then the ops after it, if any (a traced step's optimizer kernels), then, with
+//     ZeRO-1/2, the all-gather of the updated shards.
 // Communication ops name a collective (comm), a pipeline peer or a data movement (transfer); the
 // executor maps them onto groups of ranks from the layout. The graph of one stage stands for every
 // tensor-/context-parallel rank of it and, by symmetry, for its data-parallel replicas.

@@ -159,6 +159,40 @@ TEST(StepGraphJson, HostLaunchesDelaysAndASideStreamByHand) {
   EXPECT_DOUBLE_EQ(r->breakdown_s[static_cast<std::size_t>(TimeKind::optimizer)], 0.5e-3);
 }
 
+// ZeRO-1 on two GPUs with ops after end_backward (a traced step's optimizer kernels): the updated
+// shards are gathered once those ops are done, not before them. The graph: 1 ms of backward that
+// makes one bucket of 1M parameters final, end_backward, then a 2 ms optimizer kernel launched at
+// once. The gather must start at or after that kernel's end and the step end after the gather.
+TEST(StepGraphJson, ZeroGatherFollowsTheOpsAfterTheOptimizer) {
+  const hw::Topology topo = node_with(2);
+  StepInputs in = inputs(2, 2, 1);
+  in.parallel.zero = 1;
+  in.record_timeline = true;
+  auto shape = build_step_graph(topo, in);
+  ASSERT_TRUE(shape.ok()) << shape.error().to_string();
+  StepGraph g;
+  g.gpu_kinds = shape->gpu_kinds;
+  StageGraph s = hand_stage({op(OpKind::compute, 0, 0, Time::ms(1)), op(OpKind::grads_ready, 0), op(OpKind::end_backward),
+                             op(OpKind::compute, 0, 0, Time::ms(2))},
+                            Time::zero());
+  s.grad_slots.push_back(LayerSlot{1e6, 0, {}, false});
+  s.buckets.push_back(Bucket{1e6, 0});
+  s.slot_bucket.push_back(0);
+  s.dense_params = 1e6;
+  g.kinds.push_back({s});
+  auto r = simulate_step(topo, in, &g);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  Time kernel_end, gather_start = Time::max(), gather_end;
+  for (const auto& e : r->timeline.events) {
+    if (e.track == TimelineEvent::Track::compute) kernel_end = std::max(kernel_end, e.end);
+    if (e.name.find("updated parameters") != std::string::npos) gather_start = e.start, gather_end = e.end;
+  }
+  ASSERT_NE(gather_start, Time::max()) << "no parameter gather in the timeline";
+  EXPECT_GE(gather_start, kernel_end);
+  EXPECT_GE(kernel_end, Time::ms(3));  // 1 ms, the reduce-scatter, then the 2 ms kernel
+  EXPECT_DOUBLE_EQ(r->step_time_s, gather_end.seconds());
+}
+
 TEST(StepGraphJson, APipelineOfTwoHandDrawnStagesWaitsForTheActivation) {
   // Stage 0 computes 1 ms and sends micro-batch 0's activation (1 MiB over NVLink: microseconds);
   // stage 1 receives it, computes 2 ms. The step is 3 ms plus the message; stage 1 idles the first
