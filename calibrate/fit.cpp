@@ -1020,20 +1020,27 @@ class Fitter {
     }
     // The mapping above matches a line, and the model is not one (NVLS's loops and its pipeline's
     // fill and drain, channel pieces, slices). Where one algorithm/protocol pair serves a regime,
-    // its two knobs are then set to the values that minimise the model's squared relative error
-    // on the regime's training points, starting from the mapped ones (a golden-section search on
-    // each knob in turn, so the polish never ends worse than the mapping on those points).
+    // its own knobs (a latency, a protocol's or NVLS's bandwidth factor; not a link's efficiency,
+    // which other regimes share) are then set to the values that minimise the model's squared
+    // relative error on the regime's training points, starting from the mapped ones (a
+    // golden-section search on each knob in turn, so the polish never ends worse than the mapping
+    // on those points).
     for (std::size_t ri = 0; ri < regimes.size(); ++ri) {
       std::vector<std::pair<comm::Algo, comm::Protocol>> serving;
       for (const auto& c : cands) {
         if (proto_regime(c.second) == ri) serving.push_back(c);
       }
       if (serving.size() != 1) continue;
-      const auto [a, p] = serving.front();
+      // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+      const comm::Algo a = serving.front().first;
+      const comm::Protocol p = serving.front().second;
       auto [lat, bw] = knobs_of(a, p, g.op, multinode, *sim);
       const std::string pair = fmt::format("{}/{}", comm::to_string(a), comm::to_string(p));
       std::vector<Knob> knobs;
       for (const Knob& k : {lat, bw}) {
+        // A link's efficiency also sets the other protocols' rates on that link: left to the
+        // mapping, which settles that coupling over its rounds.
+        if (k.kind == Knob::Kind::link) continue;
         if (k.valid() && owner_.count(k.profile_name()) && owner_.at(k.profile_name()) == suite + " " + pair) knobs.push_back(k);
       }
       if (knobs.empty()) continue;

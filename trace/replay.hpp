@@ -62,7 +62,8 @@ struct ReplayResult {
   int gathers = 0;                    // FSDP parameter all-gathers
   double gather_s = 0;                // their summed times
   double allreduce_s = 0;             // summed gradient reductions (all-reduce; FSDP: reduce-scatter)
-  double exposed_allreduce_s = 0;     // the optimizer's kernels waited for them (= dp_wait_s)
+  double exposed_allreduce_s = 0;     // the compute stream waited for data parallelism (= dp_wait_s; with
+                                      // ZeRO/FSDP the parameter gathers' waits are in it too)
   std::uint64_t events = 0;           // simulator events
   std::size_t removed_comm_ops = 0;   // traced NCCL kernels left out (DDP is simulated instead)
   std::array<ClassTime, kKernelClasses> classes{};

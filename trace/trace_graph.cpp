@@ -272,11 +272,20 @@ Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
   for (int c = 0; c < kKernelClasses; ++c) proto.labels.emplace_back(to_string(static_cast<KernelClass>(c)));
   std::vector<std::vector<int>> slots_after(lo.ops.size());  // gradient slots final after each op
   std::vector<std::vector<int>> gathers_before(lo.ops.size());
+  // A gradient that the trace makes final at or after the optimizer's first kernel (one spread
+  // from a model named beside a trace without gradients, say) is final when the backward pass
+  // ends: just before end_backward, so that DDP still waits for its reduction.
+  std::size_t first_optimizer = lo.ops.size();
+  for (std::size_t pos = 0; pos < lo.ops.size() && first_optimizer == lo.ops.size(); ++pos) {
+    if (s.ops[lo.ops[pos]].cls == KernelClass::optimizer) first_optimizer = pos;
+  }
+  std::vector<int> at_backward_end;
   for (std::size_t i = 0; i < grads.size(); ++i) {
     out.gradient_bytes += grads[i].bytes;
     proto.grad_slots.push_back(workloads::LayerSlot{static_cast<double>(grads[i].bytes) / 4.0, 0, {}, false});
     proto.slot_bucket.push_back(-1);
-    slots_after[grads[i].ready].push_back(static_cast<int>(i));
+    if (grads[i].ready < first_optimizer) slots_after[grads[i].ready].push_back(static_cast<int>(i));
+    else at_backward_end.push_back(static_cast<int>(i));
   }
   proto.dense_params = static_cast<double>(out.gradient_bytes) / 4.0;
   if (in.fsdp && !grads.empty()) {
@@ -355,6 +364,9 @@ Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
       if (o.cls == KernelClass::optimizer && !backward_over) {
         // DDP's end-of-backward hook: the optimizer's kernels wait for every bucket's reduction.
         backward_over = true;
+        for (int slot : at_backward_end) {
+          sg.ops.push_back(workloads::GraphOp{workloads::OpKind::grads_ready, slot, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
+        }
         sg.ops.push_back(workloads::GraphOp{workloads::OpKind::end_backward, 0, 0, Time::zero(), false, 0, Time::zero(), Time::zero(), 0});
       }
       for (int gi : gathers_before[pos]) {

@@ -279,6 +279,21 @@ TEST(TraceReplay, GradientsFromANamedModel) {
   EXPECT_NEAR(j["result"]["gradient_bytes"].get<double>(), 25'557'032.0 * 4, 200.0);
 }
 
+// with-optimizer.json is small.json with its memset inside an Optimizer.step range, and it has no
+// AccumulateGrad operators: with gradients from a model (GPT-2 124M, 497.8 MB in fp32) they all
+// become final when the backward pass ends, just before the optimizer's kernel, so DDP's one
+// bucket is reduced while the compute stream waits: the wait is the all-reduce, whole.
+TEST(TraceReplay, GradientsFromAModelAreReducedBeforeTheOptimizer) {
+  const auto j = simulate_json(data("with-optimizer.json") + ", gradients_from: gpt2-124m", "dgx-h100");
+  ASSERT_TRUE(j.is_object());
+  const auto& r = j["result"];
+  EXPECT_EQ(r["buckets"], 1);
+  const double ar = r["allreduce_s"].get<double>();
+  EXPECT_GT(ar, 0.0);
+  EXPECT_NEAR(r["dp_wait_s"].get<double>(), ar, 1e-6 * ar);
+  EXPECT_GT(r["step_time_s"].get<double>(), ar);
+}
+
 // Re-timed to A100: GEMM time scales by at most the bf16 peak ratio (989.4 / 312 = 3.17) and at
 // least 1 (fixed costs kept); memory-bound classes by at most the HBM ratio (3.35 / 2.039 = 1.64).
 TEST(TraceReplay, ResNetRetimedToA100WithinDatasheetRatios) {
