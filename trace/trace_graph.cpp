@@ -175,6 +175,7 @@ Repeat longest_repeat(const std::vector<std::int64_t>& v) {
 struct FsdpPlan {
   std::vector<std::pair<std::size_t, double>> gathers;  // (position, parameters), in position order
   std::vector<int> unit_of_grad;                        // per gradient (in ready order)
+  std::vector<double> unit_params;                      // per unit, the root last
   int units = 0;                                        // wrapped units; unit `units` is the root
   int unit_tensors = 0;
   std::int64_t root_bytes = 0;
@@ -200,7 +201,8 @@ Expected<FsdpPlan> fsdp_plan(const StepOps& s, const LaunchOrder& lo, const std:
   plan.units = static_cast<int>(rep.count);
   plan.unit_tensors = static_cast<int>(rep.period);
   plan.unit_of_grad.assign(grads.size(), plan.units);
-  std::vector<double> params(static_cast<std::size_t>(plan.units) + 1, 0.0);
+  std::vector<double>& params = plan.unit_params;
+  params.assign(static_cast<std::size_t>(plan.units) + 1, 0.0);
   std::vector<std::size_t> begin(static_cast<std::size_t>(plan.units) + 1, lo.ops.size());  // forward span starts
   for (std::size_t k = 0; k < fwd.size(); ++k) {
     const std::size_t g = fwd[k];
@@ -215,6 +217,8 @@ Expected<FsdpPlan> fsdp_plan(const StepOps& s, const LaunchOrder& lo, const std:
   if (params.back() > 0) plan.gathers.emplace_back(0, params.back());
   for (int u = 0; u < plan.units; ++u) plan.gathers.emplace_back(begin[static_cast<std::size_t>(u)], params[static_cast<std::size_t>(u)]);
   // Backward: the earliest backward node of an operator in [begin u, begin u+1 or the root's next use).
+  std::vector<std::pair<std::size_t, std::size_t>> arrows;  // (forward, backward) op positions
+  for (const auto& e : s.autograd) arrows.emplace_back(position_at(lo, e.forward_ns), position_at(lo, e.backward_ns));
   for (int u = 0; u < plan.units; ++u) {
     const std::size_t lo_pos = begin[static_cast<std::size_t>(u)];
     std::size_t hi_pos = lo.ops.size();
@@ -223,10 +227,8 @@ Expected<FsdpPlan> fsdp_plan(const StepOps& s, const LaunchOrder& lo, const std:
       for (std::size_t k = rep.begin + rep.count * rep.period; k < fwd.size(); ++k) hi_pos = std::min(hi_pos, grads[fwd[k]].forward);
     }
     std::size_t at = lo.ops.size();
-    for (const auto& e : s.autograd) {
-      const std::size_t f = position_at(lo, e.forward_ns);
-      if (f < lo_pos || f >= hi_pos) continue;
-      at = std::min(at, position_at(lo, e.backward_ns));
+    for (const auto& [f, b] : arrows) {
+      if (f >= lo_pos && f < hi_pos) at = std::min(at, b);
     }
     // Without an arrow into the span, just before the unit's first gradient is final.
     if (at == lo.ops.size()) {
@@ -290,17 +292,12 @@ Expected<TraceGraph> build_trace_graph(const TraceGraphInputs& in) {
   proto.dense_params = static_cast<double>(out.gradient_bytes) / 4.0;
   if (in.fsdp && !grads.empty()) {
     // A unit's bucket closes at the slot of its last gradient; buckets in the order they close.
-    std::vector<int> last(static_cast<std::size_t>(fsdp.units) + 1, -1);
-    std::vector<double> params(last.size(), 0.0);
-    for (std::size_t i = 0; i < grads.size(); ++i) {
-      const auto u = static_cast<std::size_t>(fsdp.unit_of_grad[i]);
-      last[u] = static_cast<int>(i);
-      params[u] += proto.grad_slots[i].params;
-    }
+    std::vector<int> last(fsdp.unit_params.size(), -1);
+    for (std::size_t i = 0; i < grads.size(); ++i) last[static_cast<std::size_t>(fsdp.unit_of_grad[i])] = static_cast<int>(i);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const auto u = static_cast<std::size_t>(fsdp.unit_of_grad[i]);
       if (last[u] != static_cast<int>(i)) continue;
-      proto.buckets.push_back(workloads::Bucket{params[u], 0});
+      proto.buckets.push_back(workloads::Bucket{fsdp.unit_params[u], 0});
       proto.slot_bucket[i] = static_cast<int>(proto.buckets.size() - 1);
     }
     for (std::size_t k = 0; k < fsdp.gathers.size(); ++k) {

@@ -100,18 +100,24 @@ StageGraph hand_stage(std::initializer_list<GraphOp> ops, Time optimizer) {
   return s;
 }
 
+// A one-stage graph of `s` for the GPU kinds of `topo` (as the configuration's own graph has them).
+StepGraph one_stage_graph(const hw::Topology& topo, const StepInputs& in, StageGraph s) {
+  auto shape = build_step_graph(topo, in);
+  EXPECT_TRUE(shape.ok()) << (shape.ok() ? std::string() : shape.error().to_string());
+  StepGraph g;
+  if (shape.ok()) g.gpu_kinds = shape->gpu_kinds;
+  g.kinds.push_back({std::move(s)});
+  return g;
+}
+
 TEST(StepGraphJson, AHandDrawnGraphRunsToItsClosedForm) {
   const hw::Topology topo = node_with(1);
   const StepInputs in = inputs(2, 1, 1);
-  auto shape = build_step_graph(topo, in);
-  ASSERT_TRUE(shape.ok());
-  StepGraph g;
-  g.gpu_kinds = shape->gpu_kinds;
   StageGraph s = hand_stage({op(OpKind::compute, 0, 0, Time::ms(1)), op(OpKind::transfer, 0, 0, Time::zero()),
                              op(OpKind::compute, 0, 0, Time::ms(2)), op(OpKind::end_backward)},
                             Time::us(500));
   s.transfers.push_back(Transfer{Transfer::Kind::host, 0, Time::us(250), "host gap"});
-  g.kinds.push_back({s});
+  const StepGraph g = one_stage_graph(topo, in, s);
   // Through JSON, as a user's file would come.
   auto back = graph_from_json(nlohmann::json::parse(graph_to_json(g).dump()));
   ASSERT_TRUE(back.ok()) << back.error().to_string();
@@ -136,14 +142,11 @@ GraphOp launched(Time d, Time host_gap, Time delay, int stream = 0) {
 TEST(StepGraphJson, HostLaunchesDelaysAndASideStreamByHand) {
   const hw::Topology topo = node_with(1);
   const StepInputs in = inputs(2, 1, 1);
-  auto shape = build_step_graph(topo, in);
-  ASSERT_TRUE(shape.ok());
-  StepGraph g;
-  g.gpu_kinds = shape->gpu_kinds;
-  g.kinds.push_back({hand_stage({launched(Time::ms(1), Time::ms(2), Time::us(500)), launched(Time::ms(4), Time::us(500), Time::zero(), 1),
-                                 launched(Time::ms(1), Time::us(500), Time::us(250)), op(OpKind::end_backward),
-                                 launched(Time::us(500), Time::ms(3), Time::zero())},
-                                Time::us(500))});
+  const StepGraph g = one_stage_graph(topo, in, hand_stage({launched(Time::ms(1), Time::ms(2), Time::us(500)),
+                                                            launched(Time::ms(4), Time::us(500), Time::zero(), 1),
+                                                            launched(Time::ms(1), Time::us(500), Time::us(250)), op(OpKind::end_backward),
+                                                            launched(Time::us(500), Time::ms(3), Time::zero())},
+                                                           Time::us(500)));
   const nlohmann::json j = graph_to_json(g);
   auto back = graph_from_json(nlohmann::json::parse(j.dump()));
   ASSERT_TRUE(back.ok()) << back.error().to_string();
@@ -168,10 +171,6 @@ TEST(StepGraphJson, ZeroGatherFollowsTheOpsAfterTheOptimizer) {
   StepInputs in = inputs(2, 2, 1);
   in.parallel.zero = 1;
   in.record_timeline = true;
-  auto shape = build_step_graph(topo, in);
-  ASSERT_TRUE(shape.ok()) << shape.error().to_string();
-  StepGraph g;
-  g.gpu_kinds = shape->gpu_kinds;
   StageGraph s = hand_stage({op(OpKind::compute, 0, 0, Time::ms(1)), op(OpKind::grads_ready, 0), op(OpKind::end_backward),
                              op(OpKind::compute, 0, 0, Time::ms(2))},
                             Time::zero());
@@ -179,7 +178,7 @@ TEST(StepGraphJson, ZeroGatherFollowsTheOpsAfterTheOptimizer) {
   s.buckets.push_back(Bucket{1e6, 0});
   s.slot_bucket.push_back(0);
   s.dense_params = 1e6;
-  g.kinds.push_back({s});
+  const StepGraph g = one_stage_graph(topo, in, s);
   auto r = simulate_step(topo, in, &g);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   Time kernel_end, gather_start = Time::max(), gather_end;
