@@ -256,6 +256,13 @@ TEST(StepGraphJson, BrokenDocumentsNameTheJsonPath) {
       {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "sleep"}}; }, "kinds[0].stages[1].ops[0].kind", "unknown value 'sleep'"},
       {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "compute"}, {"duration_ps", -1}}; }, "kinds[0].stages[1].ops[0].duration_ps", "out of range"},
       {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "comm"}, {"comm", 100000}}; }, "kinds[0].stages[1].ops[0].comm", "no comms to refer to"},  // tp 1: no collectives on the stage
+      // A host-launched op's fields (a traced step's): no negative gap or delay, streams 0-1023.
+      {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "compute"}, {"duration_ps", 1}, {"host_gap_ps", -5}}; },
+       "kinds[0].stages[1].ops[0].host_gap_ps", "out of range"},
+      {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "compute"}, {"duration_ps", 1}, {"delay_ps", "soon"}}; },
+       "kinds[0].stages[1].ops[0].delay_ps", "expected an integer"},
+      {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "compute"}, {"duration_ps", 1}, {"stream", 1024}}; },
+       "kinds[0].stages[1].ops[0].stream", "out of range"},
       {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "send_act"}, {"micro_batch", 0}, {"virtual_stage", 3}}; },
        "kinds[0].stages[1].ops[0].virtual_stage", "out of range [0, 2]"},
       {[](auto& j) { j["kinds"][0]["stages"][1]["ops"][0] = {{"kind", "recv_act"}, {"micro_batch", 99}, {"virtual_stage", 1}}; },
