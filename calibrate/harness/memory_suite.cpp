@@ -26,6 +26,8 @@ struct MemPoint {
   nlohmann::json params;
   // Launches the kernel on buffer set `base` (footprint bytes, random contents).
   std::function<cudaError_t(char* base, cudaStream_t)> launch;
+  // Optional: run once on each buffer set after the random fill, untimed (valid indices).
+  std::function<cudaError_t(char* base, cudaStream_t)> prepare = {};
 };
 
 void run_point(Context& ctx, const MemPoint& p, benchmark::State& st) {
@@ -49,6 +51,9 @@ void run_point(Context& ctx, const MemPoint& p, benchmark::State& st) {
       ~Free() { cudaFree(p); }
     } guard{base};
     DTSIM_CUDA(gpu::fill_random(base, sets * fp / 2, Elt::bf16, 0xa11ce, 1.0f, ctx.stream));
+    if (p.prepare) {
+      for (std::size_t i = 0; i < sets; ++i) DTSIM_CUDA(p.prepare(base + i * fp, ctx.stream));
+    }
     auto t = time_on_stream(
         ctx.stream,
         [&](std::size_t i) -> Status {
@@ -168,6 +173,31 @@ void register_memory(Context& ctx) {
                      gpu::AdamConfig c;
                      return gpu::adam(w, w + n, w + 2 * n, w + 3 * n, b + 16 * n, n, c, t, st);
                    }});
+  }
+  // Fused cross-entropy over the vocabulary (dtsim: the head's `cross_entropy`): forward reads the
+  // bf16 logits of a row (one block per row) and writes fp32 log-probabilities; backward reads
+  // those and writes the bf16 logit gradient. Counted bytes as dtsim's program: 6 per element.
+  const int vocab = 50304;  // GPT-2's vocabulary padded, as the validation workload
+  for (std::int64_t T : ctx.opt.quick ? std::vector<std::int64_t>{8192} : std::vector<std::int64_t>{1024, 4096, 8192, 16384}) {
+    const std::size_t n = static_cast<std::size_t>(T) * vocab;
+    const std::size_t logits = n * e, logp = n * 4, tgt = static_cast<std::size_t>(T) * 4;
+    const std::string shape = std::to_string(T) + "x" + std::to_string(vocab);
+    const int rows = static_cast<int>(T);
+    auto prepare = [=](char* b, cudaStream_t st) {
+      return gpu::fill_tokens(reinterpret_cast<std::int32_t*>(b + logits + logp), static_cast<std::size_t>(rows), vocab, 99, st);
+    };
+    pts.push_back({"cross_entropy_fwd", shape, 6.0 * static_cast<double>(n), logits + logp + tgt + 256, {{"tokens", T}, {"vocab", vocab}},
+                   [=](char* b, cudaStream_t st) {
+                     return gpu::cross_entropy_fwd(b, reinterpret_cast<const std::int32_t*>(b + logits + logp), reinterpret_cast<float*>(b + logits),
+                                                   reinterpret_cast<float*>(b + logits + logp + tgt), rows, vocab, t, st);
+                   },
+                   prepare});
+    pts.push_back({"cross_entropy_bwd", shape, 6.0 * static_cast<double>(n), logits + logp + tgt + 256, {{"tokens", T}, {"vocab", vocab}},
+                   [=](char* b, cudaStream_t st) {
+                     return gpu::cross_entropy_bwd(reinterpret_cast<const float*>(b + logits), reinterpret_cast<const std::int32_t*>(b + logits + logp),
+                                                   b, rows, vocab, t, st);
+                   },
+                   prepare});
   }
   for (const MemPoint& p : pts) {
     const std::string name = "memory/" + p.kernel + "/" + p.shape;
