@@ -55,7 +55,8 @@ std::optional<workloads::Kernel> memory_kernel_of(const MemorySample& s) {
   else if (k == "softmax_bwd") kind = MemoryKind::softmax_bwd;
   else if (k == "dropout_residual") kind = MemoryKind::dropout;
   else if (k == "adam") kind = MemoryKind::optimizer;
-  else if (k == "layout_qkv" || k == "layout_heads") kind = MemoryKind::layout;
+  else if (k == "layout_heads") kind = MemoryKind::layout;
+  else if (k == "layout_qkv") kind = MemoryKind::layout_split;
   else return std::nullopt;
   workloads::Kernel out = workloads::memory_op("memory", s.bytes, hw::DType::bf16, kind);
   if (kind == MemoryKind::dropout) {

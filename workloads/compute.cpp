@@ -56,6 +56,7 @@ std::string_view to_string(MemoryKind k) {
     case MemoryKind::dropout: return "dropout";
     case MemoryKind::optimizer: return "optimizer";
     case MemoryKind::layout: return "layout";
+    case MemoryKind::layout_split: return "layout_split";
   }
   return "?";
 }
@@ -80,6 +81,7 @@ std::string_view kernel_family(const Kernel& k) {
     case MemoryKind::dropout: return "dropout";
     case MemoryKind::optimizer: return "optimizer";
     case MemoryKind::layout:
+    case MemoryKind::layout_split:
     case MemoryKind::stream: break;
   }
   return "copy";

@@ -24,7 +24,7 @@ enum class KernelClass : unsigned char { gemm, attention, attention_bwd, memory 
 // less of the bandwidth than a streaming copy, and the measured fractions differ by up to 2.5x
 // (docs/model.md, "Memory-bound kernels").
 enum class MemoryKind : unsigned char {
-  stream,          // copies, residual adds, casts, embeddings, layout permutes, CNN element-wise ops
+  stream,          // copies, residual adds, casts, embeddings, PyTorch's strided copies, CNN element-wise ops
   norm,            // layer norm / RMS norm forward
   norm_bwd,        // their backward (input gradient and the scale/shift gradients)
   activation,      // GELU, SiLU, gated activations forward
@@ -33,9 +33,10 @@ enum class MemoryKind : unsigned char {
   softmax_bwd,
   dropout,         // dropout (random mask): bound by generating the random numbers, see dropout_ops
   optimizer,       // the optimizer's update over the parameters
-  layout,          // permuting copies (attention heads to [b, heads, s, d] and back): index arithmetic
+  layout,          // permuting copies of one tensor (attention heads to [b, heads, s, d] and back): index arithmetic
+  layout_split,    // a fused projection split into Q, K and V laid out by head (and merged back)
 };
-inline constexpr int kMemoryKinds = 10;
+inline constexpr int kMemoryKinds = 11;
 std::string_view to_string(MemoryKind k);
 
 // The report's kernel families (dtsim validate --kernels): what a measured kernel name and a
@@ -108,7 +109,8 @@ struct ComputeParams {
       {0.6064, Time::ns(5960)},                    // softmax_bwd
       {0.85, Time::ns(3070)},                      // dropout (bytes at stream rate; see dropout_ops)
       {0.8215, Time::us(4)},                       // optimizer (two points: the fixed cost is the launch's, assumed)
-      {0.85, Time::us(4)},                         // layout: no measurement yet, as stream (docs/model.md)
+      {0.2199, Time::ns(3200)},                    // layout (head permutes; data/calibration/h100-sxm-2026-11-26)
+      {0.1642, Time::ns(4985)},                    // layout_split (QKV split; same run)
   }};
   // Dropout draws one random number per element: fp32-pipe operations per element for the random
   // number, the compare and the scale. dropout_ops: a 64-bit hash per element (dtsim's harness and

@@ -144,9 +144,10 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
   }
   if (!m.encoder && !bl.compile) {
     // Hugging Face decoders update their key/value cache in training too (torch.cat into an empty
-    // cache, one copy of K and of V).
-    bl.f(ew("cache_cat", d(T) * d(kvd), 4, MemoryKind::layout));
-    bl.f(ew("cache_cat", d(T) * d(kvd), 4, MemoryKind::layout));
+    // cache, one copy of K and of V). PyTorch's strided copies are stream kernels here (the H100
+    // traces show them at 1.2-1.9 TB/s, below the stream rate; docs/model.md).
+    bl.f(ew("cache_cat", d(T) * d(kvd), 4));
+    bl.f(ew("cache_cat", d(T) * d(kvd), 4));
   }
   {
     // Hugging Face skips its causal mask and calls SDPA with is_causal (flash or cuDNN, half the
@@ -185,12 +186,12 @@ LayerProgram framework_block(const TransformerSpec& m, const ProgramShape& sh, F
     if (!bl.compile) {
       // The head-major gradients copied back to [tokens, features] (and concatenated for a fused
       // QKV projection).
-      g.push_back(ew("layout_grad", d(T) * d(kvd), 4, MemoryKind::layout));
-      g.push_back(ew("layout_grad", d(T) * d(kvd), 4, MemoryKind::layout));
+      g.push_back(ew("layout_grad", d(T) * d(kvd), 4));
+      g.push_back(ew("layout_grad", d(T) * d(kvd), 4));
       if (fused_qkv) {
-        g.push_back(ew("cat_grad", d(T) * d(q + 2 * kvd), 4, MemoryKind::layout));
+        g.push_back(ew("cat_grad", d(T) * d(q + 2 * kvd), 4));
       } else {
-        g.push_back(ew("layout_grad", d(T) * d(q), 4, MemoryKind::layout));
+        g.push_back(ew("layout_grad", d(T) * d(q), 4));
       }
     }
     bl.b(std::move(g));

@@ -70,6 +70,12 @@ Kernel bmm(const Types& ty, const char* name, I batch, I m, I n, I k) {
   return gemm(name, m, n, k, batch, ty.math == hw::DType::fp8 ? hw::DType::bf16 : ty.math, ty.act, ty.act);
 }
 
+// A row of a row-wise kernel that each resident block keeps on chip between its passes: an H100
+// SM's 256 KB of L1 shared by the 4 resident blocks of 512 threads of dtsim's cross-entropy
+// kernel. Measured (data/calibration/h100-sxm-2026-11-26, cross_entropy_fwd): rows of 12.6 and
+// 25 KB run at the one-read rate, rows of 100 and 256 KB at the three-read rate.
+constexpr double kRowOnChipBytes = 64.0 * 1024;
+
 Kernel mem(const Types& ty, const char* name, double elements, MemoryKind kind = MemoryKind::stream) {
   return memory_op(name, elements * ty.act, ty.act_math, kind);
 }
@@ -303,7 +309,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     // the dtsim-validate workload does and Megatron-LM's non-flash path and Hugging Face's eager
     // attention do at least for the context (permute + contiguous).
     const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
-    Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout);
+    Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout_split);
     split.backward_bytes = split.bytes;
     attn.kernels.push_back(split);
     const double scores = static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s);
@@ -449,13 +455,17 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   }
   if (m.encoder) logits.kernels.push_back(lin(ty, "mlm_transform", x.T, x.h, x.h));
   logits.kernels.push_back(lin(ty, "lm_head", x.T, m.vocab / x.t, x.h));
-  // Vocabulary-parallel cross-entropy: a row-wise log-softmax that reads the 16-bit logits and
-  // writes fp32 log-probabilities; its backward reads those and writes the 16-bit logit gradient
-  // (one read and one write each way). The TP ranks exchange per-token maxima and sums (two
-  // all-reduces of one fp32 per token, merged here).
+  // Vocabulary-parallel cross-entropy: a row-wise log-softmax (one block per row) that passes over
+  // the 16-bit logits three times (maximum, sum, write) and writes fp32 log-probabilities; its
+  // backward reads those and writes the 16-bit logit gradient. A row longer than an SM keeps on
+  // chip for each of its resident blocks is read from HBM all three times (docs/model.md,
+  // "Cross-entropy"). The TP ranks exchange per-token maxima and sums (two all-reduces of one fp32
+  // per token, merged here).
   const double logit_el = static_cast<double>(x.T) * static_cast<double>(m.vocab / x.t);
-  Kernel ce = memory_op("cross_entropy", logit_el * (ty.act + 4.0), ty.act_math, MemoryKind::softmax);
-  ce.backward_bytes = ce.bytes;
+  const double row_bytes = static_cast<double>(m.vocab / x.t) * ty.act;
+  const double passes = row_bytes > kRowOnChipBytes ? 3.0 : 1.0;
+  Kernel ce = memory_op("cross_entropy", logit_el * (passes * ty.act + 4.0), ty.act_math, MemoryKind::softmax);
+  ce.backward_bytes = logit_el * (ty.act + 4.0);
   logits.kernels.push_back(ce);
   logits.comm = tp_comm(sh, CollOp::allreduce, 8.0 * static_cast<double>(x.T));
   p.forward.segments.push_back(logits);

@@ -185,7 +185,7 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
   const std::vector<Want> want{
       {"layernorm", KernelClass::memory, MemoryKind::norm, 0, 2 * T * h * 2, 0},
       {"qkv", KernelClass::gemm, MemoryKind::stream, 2 * T * 3 * h * h, 2 * (T * h + h * 3 * h + T * 3 * h), 0},
-      {"layout_qkv", KernelClass::memory, MemoryKind::layout, 0, 2 * T * 3 * h * 2, 0},
+      {"layout_qkv", KernelClass::memory, MemoryKind::layout_split, 0, 2 * T * 3 * h * 2, 0},
       {"scores", KernelClass::gemm, MemoryKind::stream, 2 * (b * a) * s * s * d, 2 * (b * a) * (s * d + d * s + s * s), 0},
       {"softmax", KernelClass::memory, MemoryKind::softmax, 0, 2 * b * a * s * s * 2, 0},
       {"attention_dropout", KernelClass::memory, MemoryKind::dropout, 0, b * a * s * s * (2 * 2 + mask), b * a * s * s},
@@ -267,8 +267,10 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
   }
 }
 
-// The head: the LM head GEMM and a one-read-one-write cross-entropy over the vocabulary (16-bit
-// logits in, fp32 log-probabilities out), the same bytes back.
+// The head's fused cross-entropy passes over a row of logits three times (maximum, sum, write). A row of
+// GPT-2's padded vocabulary (50,304 x 2 B = 98 KiB) is longer than the 64 KiB a resident block
+// keeps on chip, so the logits are read three times; split over 2 vocabulary-parallel ranks (49
+// KiB) they are read once. The backward reads the fp32 log-probabilities and writes the gradient.
 TEST(LayerProgram, CrossEntropyBytesByHand) {
   TransformerSpec m;
   m.name = "gpt-small";
@@ -278,31 +280,39 @@ TEST(LayerProgram, CrossEntropyBytesByHand) {
   m.ffn = 3072;
   m.vocab = 50304;
   m.max_seq = 1024;
-  ProgramShape sh;
-  sh.micro_batch = 8;
-  sh.seq = 1024;
   const double T = 8 * 1024, V = 50304;
-  const LayerProgram p = transformer_head(m, sh);
-  const Kernel* ce = nullptr;
-  for (const auto& seg : p.forward.segments) {
-    for (const Kernel& k : seg.kernels) {
-      if (std::string(k.name) == "cross_entropy") ce = &k;
-    }
-  }
-  ASSERT_NE(ce, nullptr);
-  EXPECT_DOUBLE_EQ(ce->bytes, T * V * (2 + 4));
-  EXPECT_EQ(ce->kind, MemoryKind::softmax);
-  int backward_ce = 0;
-  for (const auto& seg : p.backward.segments) {
-    for (const Kernel& k : seg.kernels) {
-      if (std::string(k.name) == "cross_entropy") {
-        ++backward_ce;
-        EXPECT_DOUBLE_EQ(k.bytes, T * V * (2 + 4));
-        EXPECT_EQ(k.kind, MemoryKind::softmax_bwd);
+  struct Case {
+    int tp;
+    double forward_bytes, backward_bytes;
+  };
+  for (const Case& c : {Case{1, T * V * (3 * 2 + 4), T * V * (2 + 4)}, Case{2, T * (V / 2) * (2 + 4), T * (V / 2) * (2 + 4)}}) {
+    SCOPED_TRACE(c.tp);
+    ProgramShape sh;
+    sh.micro_batch = 8;
+    sh.seq = 1024;
+    sh.tp = c.tp;
+    const LayerProgram p = transformer_head(m, sh);
+    const Kernel* ce = nullptr;
+    for (const auto& seg : p.forward.segments) {
+      for (const Kernel& k : seg.kernels) {
+        if (std::string(k.name) == "cross_entropy") ce = &k;
       }
     }
+    ASSERT_NE(ce, nullptr);
+    EXPECT_DOUBLE_EQ(ce->bytes, c.forward_bytes);
+    EXPECT_EQ(ce->kind, MemoryKind::softmax);
+    int backward_ce = 0;
+    for (const auto& seg : p.backward.segments) {
+      for (const Kernel& k : seg.kernels) {
+        if (std::string(k.name) == "cross_entropy") {
+          ++backward_ce;
+          EXPECT_DOUBLE_EQ(k.bytes, c.backward_bytes);
+          EXPECT_EQ(k.kind, MemoryKind::softmax_bwd);
+        }
+      }
+    }
+    EXPECT_EQ(backward_ce, 1);
   }
-  EXPECT_EQ(backward_ce, 1);
 }
 
 // Adam: fp32 master weight and two moments read and written (24 B), the fp32 gradient read (4 B)
