@@ -46,7 +46,7 @@ Status measured_runs(const config::Registry& reg, Results& out) {
       "calibration run only).\n\n",
       dataset, kRun);
   md += "| predictions | points | MAPE | median abs. error | worst abs. error |\n|---|---:|---:|---:|---:|\n";
-  for (const auto& [label, rows] : {std::pair{"presets, no profile (their memory-bound kinds from this machine's calibration run)", &*presets},
+  for (const auto& [label, rows] : {std::pair{"presets, no profile (their memory-bound kinds from the H100 calibration runs)", &*presets},
                                     std::pair{"`--hw-profile h100-sxm-2026-11-23`", &*fitted}}) {
     const auto s = calibrate::summarize(*rows);
     md += fmt::format("| {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", label, s.points, 100 * s.mape, 100 * s.median, 100 * s.worst);

@@ -120,6 +120,8 @@ std::string simulate_yaml(const ValidationPoint& p, const std::string& node) {
       "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, attention: {}, optimizer: {}",
       t["global_batch"].get<std::int64_t>(), t["micro_batch"].get<std::int64_t>(), t["seq_len"].get<std::int64_t>(),
       t["precision"].get<std::string>(), s(t, "grad_dtype", "fp32"), s(t, "attention", "standard"), s(t, "optimizer", "adam"));
+  // Its standard attention copies Q, K and V out by head and the context back with its own kernels.
+  if (s(t, "attention", "standard") == "standard") y += ", head_layout: split";
   // The workload's dropout draws its random numbers from a 64-bit hash and regenerates its masks
   // from the seed in the backward pass (no mask is stored: calibrate/workload/gpt.cpp and
   // harness/kernels.cu), so the equivalent configuration says so.

@@ -333,6 +333,10 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       if (*v == "hash") t.dropout_hash_rng = true;
       else if (*v != "philox") tr->error("dropout_rng", fmt::format("'{}' is not one of: philox, hash", *v));
     }
+    if (auto v = tr->string("head_layout")) {
+      if (*v == "split") t.head_layout_split = true;
+      else if (*v != "permute") tr->error("head_layout", fmt::format("'{}' is not one of: permute, split", *v));
+    }
     if (auto v = tr->string("dropout_mask")) {
       if (*v == "regenerated") t.dropout_mask_regenerated = true;
       else if (*v != "stored") tr->error("dropout_mask", fmt::format("'{}' is not one of: stored, regenerated", *v));
@@ -481,7 +485,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"attention", std::string(workloads::to_string(t.attention))},
                      {"framework", std::string(workloads::to_string(t.framework))},
                      {"dropout_mask", t.dropout_mask_regenerated ? "regenerated" : "stored"},
-                     {"dropout_rng", t.dropout_hash_rng ? "hash" : "philox"}};
+                     {"dropout_rng", t.dropout_hash_rng ? "hash" : "philox"},
+                     {"head_layout", t.head_layout_split ? "split" : "permute"}};
   if (t.dropout) res["training"]["dropout"] = *t.dropout;
   res["parallel"] = {{"tp", p.tp},
                      {"pp", p.pp},

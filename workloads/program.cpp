@@ -241,6 +241,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.dropout = tr.dropout.value_or(m.bias ? 0.1 : 0.0);
   sh.dropout_regenerated = tr.dropout_mask_regenerated;
   sh.dropout_hash_rng = tr.dropout_hash_rng;
+  sh.head_layout_split = tr.head_layout_split;
   return sh;
 }
 
@@ -304,22 +305,27 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     a.bytes = static_cast<double>(x.T) * static_cast<double>(2 * x.qdim + 2 * x.kvdim) / static_cast<double>(x.t) * ty.act;
     core.push_back(a);
   } else {
-    // Unfused attention: the heads are laid out as [b, heads, s, d] for the batched products (Q, K
-    // and V copied out of the [tokens, (heads + 2 kv) d] projection, the context copied back), as
-    // the dtsim-validate workload does and Megatron-LM's non-flash path and Hugging Face's eager
-    // attention do at least for the context (permute + contiguous).
+    // Unfused attention: the heads are laid out as [b, heads, s, d] for the batched products.
+    // dtsim-validate's kernels (head_layout: split) copy Q, K and V out of the [tokens, (heads + 2
+    // kv) d] projection and the context back, and the reverse in the backward pass. Megatron-LM
+    // (the default) takes Q, K and V as strided views of the projection and copies only the
+    // context (permute + contiguous); its backward copies the context gradient back and
+    // concatenates the Q, K and V gradients (the split's backward). Those are PyTorch copies, stream
+    // kernels; the two backward copies are counted as one kernel.
     const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
-    Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout_split);
-    split.backward_bytes = split.bytes;
-    attn.kernels.push_back(split);
+    const double ctx_el = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t);
+    if (sh.head_layout_split) {
+      Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout_split);
+      split.backward_bytes = split.bytes;
+      attn.kernels.push_back(split);
+    }
     const double scores = static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s);
     core.push_back(bmm(ty, "scores", x.b * hp, x.sl, x.s, x.d));
     core.push_back(mem(ty, "softmax", 2.0 * scores, MemoryKind::softmax));
     if (sh.dropout > 0) core.push_back(dropout_op(ty, sh, "attention_dropout", scores));
     core.push_back(bmm(ty, "context", x.b * hp, x.sl, x.d, x.s));
-    Kernel merge = mem(ty, "layout_context", 2.0 * static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t),
-                       MemoryKind::layout);
-    merge.backward_bytes = merge.bytes;
+    Kernel merge = sh.head_layout_split ? mem(ty, "layout_context", 2.0 * ctx_el, MemoryKind::layout) : mem(ty, "layout_context", 2.0 * ctx_el);
+    merge.backward_bytes = sh.head_layout_split ? merge.bytes : 2.0 * (ctx_el + qkv_el) * ty.act;
     core.push_back(merge);
   }
   if (sh.cp > 1) {

@@ -63,6 +63,7 @@ struct ProgramShape {
   double dropout = 0;              // probability; 0: no dropout kernels
   bool dropout_regenerated = false;  // backward regenerates the mask (random numbers again)
   bool dropout_hash_rng = false;     // random numbers from a 64-bit hash (else Philox)
+  bool head_layout_split = false;    // standard attention: dtsim-validate's split/merge kernels (else Megatron's permute)
 };
 
 // The shapes of one run: its training settings on its layout (the engine and the memory estimate

@@ -81,6 +81,10 @@ struct TrainingSpec {
   // The random-number generator of the dropout kernels: Philox (PyTorch, Megatron-LM, Transformer
   // Engine; cheap next to the bytes) or a 64-bit hash per element (dtsim-validate's kernels).
   bool dropout_hash_rng = false;
+  // How standard (unfused) attention lays out its heads: Megatron-LM's views of the fused QKV
+  // projection and one permute-and-copy of the context (PyTorch copies), or dtsim-validate's own
+  // kernels that split Q, K and V out by head and merge the context back (head_layout: split).
+  bool head_layout_split = false;
   std::optional<InputPipeline> data;       // nullopt: data is assumed to be on the GPU in time (not modelled)
 };
 

@@ -21,6 +21,7 @@
 #include "calibrate/records.hpp"
 #include "calibrate/validate.hpp"
 #include "config/profile.hpp"
+#include "workloads/program.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -213,6 +214,84 @@ TEST(KernelProfile, BadFilesAreRefusedWithTheirLine) {
   EXPECT_FALSE(parse_kernel_csv("", "e.csv").ok());
   EXPECT_FALSE(parse_kernel_csv("kernel,duration_ns\n", "h.csv").ok());
   EXPECT_FALSE(read_kernel_csv(kRoot + "/no/such/file.csv").ok());
+}
+
+// The 2026-11-26 memory suite (data/calibration/h100-sxm-2026-11-26) has the head-layout copies:
+// fitted as two kinds (the one-tensor permute and the three-way QKV split), each class's held-out
+// median is within the 10%, and no class ends worse than dtsim's defaults.
+TEST(H100Fit, LayoutCopiesFitTheirOwnKinds) {
+  auto r = fit_committed(kRoot + "/data/calibration/h100-sxm-2026-11-26/calibration-memory.jsonl");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  std::map<std::string, std::map<std::string, double>> med;
+  for (const auto& s : r->residuals) med[s.suite][s.model] = s.median;
+  for (const char* k : {"memory.layout_qkv", "memory.layout_heads"}) {
+    ASSERT_TRUE(med.count(k)) << k;
+    EXPECT_LE(med[k].at("profile"), 0.10) << k;
+  }
+  for (const auto& [suite, m] : med) {
+    if (suite.rfind("memory.", 0) == 0) {
+      EXPECT_LE(m.at("profile"), m.at("defaults") + 0.005) << suite;
+    }
+  }
+}
+
+// The model's fused cross-entropy (the head's kernels, priced with the H100 preset) against the
+// harness's cross-entropy kernel measured alone (calibration-ce.jsonl). No constant of the model
+// comes from these points: the softmax kinds' rates are the attention softmax's of the memory
+// suite, the three passes over rows above 64 KiB a reading of the kernel (docs/model.md). Measured
+// errors: forward +1% to +2% on rows of 100 and 256 KB, +14% on rows of 12.6 and 25 KB (short
+// rows beat the attention softmax's rate), -20% at 50 KB (part of the re-reads
+// already miss the chip: the step function's stated miss); backward -19% to +3% (the harness's
+// backward runs at 1.6 TB/s below ~200 M elements, 2.0 TB/s above). Bounds: every point within
+// 20%, the forward's median within 5%, the backward's within 12% (the 10% is missed there).
+TEST(H100Model, CrossEntropyMatchesTheHarnessKernel) {
+  auto recs = read_records(kRoot + "/data/calibration/h100-sxm-2026-11-26/calibration-ce.jsonl");
+  ASSERT_TRUE(recs.ok()) << recs.error().message;
+  config::LoadContext ctx;
+  auto cl = config::load_cluster(config::ClusterRequest{"dgx-h100", 1, std::nullopt}, ctx);
+  ASSERT_TRUE(cl.has_value());
+  const workloads::ComputeModel cm(cl->groups.front().node.gpu, workloads::ComputeParams{});
+  int checked = 0;
+  std::vector<double> fwd, bwd;
+  for (const Record& rec : *recs) {
+    ASSERT_TRUE(rec.ok()) << rec.where();
+    const std::int64_t tokens = rec.params.at("tokens").get<std::int64_t>();
+    const std::int64_t vocab = rec.params.at("vocab").get<std::int64_t>();
+    const bool forward = rec.params.at("kernel").get<std::string>() == "cross_entropy_fwd";
+    workloads::TransformerSpec m;
+    m.name = "ce";
+    m.hidden = 768;
+    m.layers = 1;
+    m.heads = 12;
+    m.ffn = 3072;
+    m.vocab = vocab;
+    m.max_seq = 1024;
+    workloads::ProgramShape sh;
+    sh.micro_batch = tokens / 1024;
+    sh.seq = 1024;
+    const workloads::LayerProgram p = workloads::transformer_head(m, sh);
+    const auto& pass = forward ? p.forward : p.backward;
+    const workloads::Kernel* ce = nullptr;
+    for (const auto& seg : pass.segments) {
+      for (const auto& k : seg.kernels) {
+        if (std::string(k.name) == "cross_entropy") ce = &k;
+      }
+    }
+    ASSERT_NE(ce, nullptr) << rec.where();
+    const double measured = rec.result.at("time_s").get<double>();
+    const double err = (cm.kernel_time(*ce).seconds() - measured) / measured;
+    SCOPED_TRACE(rec.where() + " " + rec.point);
+    EXPECT_LE(std::fabs(err), 0.20);
+    (forward ? fwd : bwd).push_back(std::fabs(err));
+    ++checked;
+  }
+  auto median = [](std::vector<double> e) {
+    std::sort(e.begin(), e.end());
+    return e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+  };
+  EXPECT_LE(median(fwd), 0.05);
+  EXPECT_LE(median(bwd), 0.12);
+  EXPECT_EQ(checked, 16);
 }
 
 }  // namespace

@@ -154,8 +154,9 @@ TEST(CnnProgram, ItsLayersHoldEveryParameter) {
 namespace dtsim::workloads {
 namespace {
 
-// One GPT block with standard (unfused) attention, bf16, b = 2, s = 1024, h = 768, 12 heads,
-// dropout 0.1, written out by hand: every kernel's bytes, FLOPs and kind.
+// One GPT block with standard (unfused) attention laid out as dtsim-validate does (head_layout:
+// split), bf16, b = 2, s = 1024, h = 768, 12 heads, dropout 0.1, written out by hand: every
+// kernel's bytes, FLOPs and kind.
 TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
   TransformerSpec m;
   m.name = "gpt-small";
@@ -170,6 +171,7 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
   sh.micro_batch = 2;
   sh.seq = 1024;
   sh.attention = Attention::standard;
+  sh.head_layout_split = true;
   sh.dropout = 0.1;
   const double b = 2, s = 1024, h = 768, a = 12, d = 64, f = 3072, T = b * s;
   const LayerProgram p = transformer_block(m, sh);
@@ -228,8 +230,14 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
     } else if (n == "dropout_residual") {
       ++dropouts;
       EXPECT_DOUBLE_EQ(k.bytes, T * h * (2 * 2 + mask));
-    } else if (n.rfind("layout", 0) == 0) {
+    } else if (n == "layout_qkv") {
       ++layouts;
+      EXPECT_EQ(k.kind, MemoryKind::layout_split);
+      EXPECT_DOUBLE_EQ(k.bytes, 2 * T * 3 * h * 2);
+    } else if (n == "layout_context") {
+      ++layouts;
+      EXPECT_EQ(k.kind, MemoryKind::layout);
+      EXPECT_DOUBLE_EQ(k.bytes, 2 * T * h * 2);
     } else if (n == "layernorm") {
       ++norms;
       EXPECT_EQ(k.kind, MemoryKind::norm_bwd);
@@ -265,6 +273,50 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
       EXPECT_STRNE(k.name, "attention_dropout");
     }
   }
+}
+
+// Megatron-LM's standard attention (head_layout: permute, the default): Q, K and V are strided
+// views of the fused projection, the context is permuted and copied once (a PyTorch copy: stream
+// kind); the backward copies the context gradient back and concatenates the Q, K and V gradients,
+// counted as one kernel of both copies' bytes.
+TEST(LayerProgram, MegatronStandardAttentionCopiesOnlyTheContext) {
+  TransformerSpec m;
+  m.name = "gpt-small";
+  m.hidden = 768;
+  m.layers = 12;
+  m.heads = 12;
+  m.ffn = 3072;
+  m.vocab = 50304;
+  m.max_seq = 1024;
+  ProgramShape sh;
+  sh.micro_batch = 2;
+  sh.seq = 1024;
+  sh.attention = Attention::standard;
+  const double T = 2 * 1024, h = 768;
+  const LayerProgram p = transformer_block(m, sh);
+  int forward_copies = 0, backward_copies = 0;
+  for (const auto& seg : p.forward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      const std::string n = k.name;
+      EXPECT_NE(n, "layout_qkv");
+      if (n == "layout_context") {
+        ++forward_copies;
+        EXPECT_EQ(k.kind, MemoryKind::stream);
+        EXPECT_DOUBLE_EQ(k.bytes, 2 * T * h * 2);
+      }
+    }
+  }
+  for (const auto& seg : p.backward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) == "layout_context") {
+        ++backward_copies;
+        EXPECT_EQ(k.kind, MemoryKind::stream);
+        EXPECT_DOUBLE_EQ(k.bytes, 2 * T * h * 2 + 2 * T * 3 * h * 2);
+      }
+    }
+  }
+  EXPECT_EQ(forward_copies, 1);
+  EXPECT_EQ(backward_copies, 1);
 }
 
 // The head's fused cross-entropy passes over a row of logits three times (maximum, sum, write). A row of
