@@ -336,6 +336,10 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = tr->string("head_layout")) {
       if (*v == "split") t.head_layout_split = true;
       else if (*v != "permute") tr->error("head_layout", fmt::format("'{}' is not one of: permute, split", *v));
+      if (t.attention != workloads::Attention::standard || t.framework != workloads::Framework::megatron) {
+        ctx.notes.push_back(fmt::format("training.head_layout {} has no effect: it describes standard attention in the megatron "
+                                        "program (attention: standard, framework: megatron)", *v));
+      }
     }
     if (auto v = tr->string("dropout_mask")) {
       if (*v == "regenerated") t.dropout_mask_regenerated = true;

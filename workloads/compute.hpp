@@ -96,7 +96,8 @@ struct ComputeParams {
   Time kernel_overhead = Time::us(4);      // launch and fixed cost per kernel
   // Per memory-bound kind (index: MemoryKind): efficiency and fixed cost. `stream` uses
   // memory_efficiency and kernel_overhead above (kept as the names profiles already use).
-  // Defaults: dtsim's harness kernels measured on an H100 SXM (data/calibration/h100-sxm-2026-11-23),
+  // Defaults: dtsim's harness kernels measured on an H100 SXM (data/calibration/h100-sxm-2026-11-23;
+  // layout and layout_split: h100-sxm-2026-11-26),
   // as fractions of the datasheet bandwidth, fitted on the points `dtsim fit` trains on (its
   // held-out points stay held out); docs/model.md.
   std::array<MemoryKindParams, kMemoryKinds> kinds{{

@@ -309,15 +309,23 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     // dtsim-validate's kernels (head_layout: split) copy Q, K and V out of the [tokens, (heads + 2
     // kv) d] projection and the context back, and the reverse in the backward pass. Megatron-LM
     // (the default) takes Q, K and V as strided views of the projection and copies only the
-    // context (permute + contiguous); its backward copies the context gradient back and
-    // concatenates the Q, K and V gradients (the split's backward). Those are PyTorch copies, stream
-    // kernels; the two backward copies are counted as one kernel.
+    // context (permute + contiguous); in its backward the context gradient stays a strided view
+    // (the batched products take it as it is) and only the Q, K and V gradients are copied, by the
+    // split's backward (a concatenation). With grouped queries Megatron-LM also copies Q (its
+    // heads are no longer one stride apart) and repeats K and V over the query heads
+    // (repeat_interleave); their backward sums the repeats. All PyTorch copies: stream kernels, the
+    // grouped-query copies counted as one kernel.
     const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
     const double ctx_el = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t);
+    const double kv_el = static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t);
     if (sh.head_layout_split) {
       Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout_split);
       split.backward_bytes = split.bytes;
       attn.kernels.push_back(split);
+    } else if (x.kvdim < x.qdim) {
+      Kernel gqa = mem(ty, "gqa_copies", 2.0 * ctx_el + 2.0 * (kv_el + ctx_el));
+      gqa.backward_bytes = 2.0 * (ctx_el + kv_el) * ty.act;
+      attn.kernels.push_back(gqa);
     }
     const double scores = static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s);
     core.push_back(bmm(ty, "scores", x.b * hp, x.sl, x.s, x.d));
@@ -325,7 +333,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     if (sh.dropout > 0) core.push_back(dropout_op(ty, sh, "attention_dropout", scores));
     core.push_back(bmm(ty, "context", x.b * hp, x.sl, x.d, x.s));
     Kernel merge = sh.head_layout_split ? mem(ty, "layout_context", 2.0 * ctx_el, MemoryKind::layout) : mem(ty, "layout_context", 2.0 * ctx_el);
-    merge.backward_bytes = sh.head_layout_split ? merge.bytes : 2.0 * (ctx_el + qkv_el) * ty.act;
+    merge.backward_bytes = sh.head_layout_split ? merge.bytes : 2.0 * qkv_el * ty.act;
     core.push_back(merge);
   }
   if (sh.cp > 1) {

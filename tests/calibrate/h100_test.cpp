@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -218,7 +219,8 @@ TEST(KernelProfile, BadFilesAreRefusedWithTheirLine) {
 
 // The 2026-11-26 memory suite (data/calibration/h100-sxm-2026-11-26) has the head-layout copies:
 // fitted as two kinds (the one-tensor permute and the three-way QKV split), each class's held-out
-// median is within the 10%, and no class ends worse than dtsim's defaults.
+// median is within the 10%, and the compute model's defaults for the two kinds are that
+// fit (`dtsim fit data/calibration/h100-sxm-2026-11-26/calibration-memory.jsonl` prints it).
 TEST(H100Fit, LayoutCopiesFitTheirOwnKinds) {
   auto r = fit_committed(kRoot + "/data/calibration/h100-sxm-2026-11-26/calibration-memory.jsonl");
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -228,10 +230,14 @@ TEST(H100Fit, LayoutCopiesFitTheirOwnKinds) {
     ASSERT_TRUE(med.count(k)) << k;
     EXPECT_LE(med[k].at("profile"), 0.10) << k;
   }
-  for (const auto& [suite, m] : med) {
-    if (suite.rfind("memory.", 0) == 0) {
-      EXPECT_LE(m.at("profile"), m.at("defaults") + 0.005) << suite;
-    }
+  // The fit keeps dtsim's values for a kind unless its own do better on the held-out points: both
+  // layout kinds are kept, so the defaults are as good as this data's fit.
+  for (const char* kind : {"memory.layout:", "memory.layout_split:"}) {
+    bool kept = false;
+    for (const auto& n : r->notes) kept = kept || (n.rfind(kind, 0) == 0 && n.find("dtsim's values kept") != std::string::npos);
+    EXPECT_TRUE(kept) << kind;
+    const std::string name(kind, std::strlen(kind) - 1);  // without the colon
+    EXPECT_FALSE(r->params.count("compute." + name + ".efficiency")) << kind;
   }
 }
 

@@ -353,6 +353,12 @@ TEST(SimulateCli, DropoutSettingsAreCheckedAtTheirLine) {
   // dtsim-validate's head layout (Q, K, V and the context copied at its kernels' measured rates)
   // is slower than Megatron-LM's one context copy at the stream rate.
   EXPECT_LT(philox, step(", dropout: 0.1, head_layout: split"));
+  // With flash attention there are no layout copies: the setting runs and says it does nothing.
+  const std::string fl = temp("head-layout-flash.yaml");
+  std::ofstream(fl) << "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-1.3b\ntraining: {global_batch: 8, head_layout: split}\n";
+  const Result n = run("simulate " + fl);
+  EXPECT_EQ(n.code, 0) << n.out;
+  EXPECT_NE(n.out.find("training.head_layout split has no effect"), std::string::npos) << n.out;
 }
 
 }  // namespace

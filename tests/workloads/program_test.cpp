@@ -277,8 +277,8 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
 
 // Megatron-LM's standard attention (head_layout: permute, the default): Q, K and V are strided
 // views of the fused projection, the context is permuted and copied once (a PyTorch copy: stream
-// kind); the backward copies the context gradient back and concatenates the Q, K and V gradients,
-// counted as one kernel of both copies' bytes.
+// kind); in the backward the context gradient stays a view and only the Q, K and V gradients are
+// concatenated (the split's backward).
 TEST(LayerProgram, MegatronStandardAttentionCopiesOnlyTheContext) {
   TransformerSpec m;
   m.name = "gpt-small";
@@ -311,12 +311,35 @@ TEST(LayerProgram, MegatronStandardAttentionCopiesOnlyTheContext) {
       if (std::string(k.name) == "layout_context") {
         ++backward_copies;
         EXPECT_EQ(k.kind, MemoryKind::stream);
-        EXPECT_DOUBLE_EQ(k.bytes, 2 * T * h * 2 + 2 * T * 3 * h * 2);
+        EXPECT_DOUBLE_EQ(k.bytes, 2 * T * 3 * h * 2);
       }
     }
   }
   EXPECT_EQ(forward_copies, 1);
   EXPECT_EQ(backward_copies, 1);
+
+  // Grouped queries (4 K/V heads for 12 query heads, d = 64): Q copied (read and written), K and
+  // V each read at 4 heads and written at 12; the backward sums the repeats (read 12, write 4).
+  m.kv_heads = 4;
+  const double q = T * h, kv = T * 4 * 64;
+  const LayerProgram g = transformer_block(m, sh);
+  int gqa = 0;
+  for (const auto& seg : g.forward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) != "gqa_copies") continue;
+      ++gqa;
+      EXPECT_EQ(k.kind, MemoryKind::stream);
+      EXPECT_DOUBLE_EQ(k.bytes, (2 * q + 2 * (kv + q)) * 2);
+    }
+  }
+  for (const auto& seg : g.backward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) != "gqa_copies") continue;
+      ++gqa;
+      EXPECT_DOUBLE_EQ(k.bytes, 2 * (q + kv) * 2);
+    }
+  }
+  EXPECT_EQ(gqa, 2);
 }
 
 // The head's fused cross-entropy passes over a row of logits three times (maximum, sum, write). A row of
@@ -364,6 +387,24 @@ TEST(LayerProgram, CrossEntropyBytesByHand) {
       }
     }
     EXPECT_EQ(backward_ce, 1);
+  }
+  // The boundary: a row of 32,768 bf16 logits (64 KiB) is read once, one of 32,770 three times.
+  for (const std::int64_t v : {32768, 32770}) {
+    m.vocab = v;
+    ProgramShape sh;
+    sh.micro_batch = 1;
+    sh.seq = 1024;
+    const LayerProgram p = transformer_head(m, sh);
+    const double passes = v > 32768 ? 3 : 1;
+    bool seen = false;
+    for (const auto& seg : p.forward.segments) {
+      for (const Kernel& k : seg.kernels) {
+        if (std::string(k.name) != "cross_entropy") continue;
+        seen = true;
+        EXPECT_DOUBLE_EQ(k.bytes, 1024.0 * static_cast<double>(v) * (passes * 2 + 4)) << v;
+      }
+    }
+    EXPECT_TRUE(seen);
   }
 }
 
