@@ -154,10 +154,8 @@ TEST(CnnProgram, ItsLayersHoldEveryParameter) {
 namespace dtsim::workloads {
 namespace {
 
-// One GPT block with standard (unfused) attention laid out as dtsim-validate does (head_layout:
-// split), bf16, b = 2, s = 1024, h = 768, 12 heads, dropout 0.1, written out by hand: every
-// kernel's bytes, FLOPs and kind.
-TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
+// GPT-3 Small's shape (Brown et al. 2020) with GPT-2's vocabulary padded to 50,304, no biases.
+TransformerSpec gpt_small() {
   TransformerSpec m;
   m.name = "gpt-small";
   m.hidden = 768;
@@ -166,6 +164,14 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
   m.ffn = 3072;
   m.vocab = 50304;
   m.max_seq = 1024;
+  return m;
+}
+
+// One GPT block with standard (unfused) attention laid out as dtsim-validate does (head_layout:
+// split), bf16, b = 2, s = 1024, h = 768, 12 heads, dropout 0.1, written out by hand: every
+// kernel's bytes, FLOPs and kind.
+TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
+  TransformerSpec m = gpt_small();
   m.bias = true;
   ProgramShape sh;
   sh.micro_batch = 2;
@@ -280,14 +286,7 @@ TEST(LayerProgram, StandardAttentionBlockKernelsByHand) {
 // kind); in the backward the context gradient stays a view and only the Q, K and V gradients are
 // concatenated (the split's backward).
 TEST(LayerProgram, MegatronStandardAttentionCopiesOnlyTheContext) {
-  TransformerSpec m;
-  m.name = "gpt-small";
-  m.hidden = 768;
-  m.layers = 12;
-  m.heads = 12;
-  m.ffn = 3072;
-  m.vocab = 50304;
-  m.max_seq = 1024;
+  TransformerSpec m = gpt_small();
   ProgramShape sh;
   sh.micro_batch = 2;
   sh.seq = 1024;
@@ -347,14 +346,7 @@ TEST(LayerProgram, MegatronStandardAttentionCopiesOnlyTheContext) {
 // keeps on chip, so the logits are read three times; split over 2 vocabulary-parallel ranks (49
 // KiB) they are read once. The backward reads the fp32 log-probabilities and writes the gradient.
 TEST(LayerProgram, CrossEntropyBytesByHand) {
-  TransformerSpec m;
-  m.name = "gpt-small";
-  m.hidden = 768;
-  m.layers = 12;
-  m.heads = 12;
-  m.ffn = 3072;
-  m.vocab = 50304;
-  m.max_seq = 1024;
+  TransformerSpec m = gpt_small();
   const double T = 8 * 1024, V = 50304;
   struct Case {
     int tp;
