@@ -213,9 +213,9 @@ std::vector<ComputeParamInfo> build_table() {
     // The head-layout kinds were measured in a later run of the same memory suite.
     const bool later = kind == MemoryKind::layout || kind == MemoryKind::layout_split;
     const std::string kind_src = fmt::format(
-        "dtsim's harness kernels on one H100 SXM (data/calibration/h100-sxm-2026-11-{}, memory suite): "
+        "dtsim's harness kernels on one H100 SXM (data/calibration/{}, memory suite): "
         "t = overhead + bytes / (3.35 TB/s x efficiency), least squares on relative error",
-        later ? 26 : 23);
+        later ? "h100-sxm-2026-11-26" : "h100-sxm-2026-11-23");
     t.push_back(ComputeParamInfo{fmt::format("memory.{}.efficiency", to_string(kind)), "fraction",
                                  fmt::format("fraction of HBM bandwidth {} kernels reach", to_string(kind)), kind_src,
                                  [at](const ComputeParams& p) { return fmt::format("{:.4g}", p.kinds[at].efficiency); },

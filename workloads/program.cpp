@@ -70,10 +70,11 @@ Kernel bmm(const Types& ty, const char* name, I batch, I m, I n, I k) {
   return gemm(name, m, n, k, batch, ty.math == hw::DType::fp8 ? hw::DType::bf16 : ty.math, ty.act, ty.act);
 }
 
-// A row of a row-wise kernel that each resident block keeps on chip between its passes: an H100
-// SM's 256 KB of L1 shared by the 4 resident blocks of 512 threads of dtsim's cross-entropy
-// kernel. Measured (data/calibration/h100-sxm-2026-11-26, cross_entropy_fwd): rows of 12.6 and
-// 25 KB run at the one-read rate, rows of 100 and 256 KB at the three-read rate.
+// The longest row a row-wise kernel's block keeps on chip between its passes. Read from the
+// measurements (data/calibration/h100-sxm-2026-11-26, cross_entropy_fwd), so in-sample: rows of
+// 12.6 and 25 KB run at the one-read rate, 50 KB partly re-read from HBM, 100 and 256 KB at the
+// three-read rate; an H100 SM's 256 KB of L1 and shared memory over the kernel's 4 resident
+// blocks of 512 threads bounds it from above.
 constexpr double kRowOnChipBytes = 64.0 * 1024;
 
 Kernel mem(const Types& ty, const char* name, double elements, MemoryKind kind = MemoryKind::stream) {
@@ -332,7 +333,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     core.push_back(mem(ty, "softmax", 2.0 * scores, MemoryKind::softmax));
     if (sh.dropout > 0) core.push_back(dropout_op(ty, sh, "attention_dropout", scores));
     core.push_back(bmm(ty, "context", x.b * hp, x.sl, x.d, x.s));
-    Kernel merge = sh.head_layout_split ? mem(ty, "layout_context", 2.0 * ctx_el, MemoryKind::layout) : mem(ty, "layout_context", 2.0 * ctx_el);
+    Kernel merge = mem(ty, "layout_context", 2.0 * ctx_el, sh.head_layout_split ? MemoryKind::layout : MemoryKind::stream);
     merge.backward_bytes = sh.head_layout_split ? merge.bytes : 2.0 * qkv_el * ty.act;
     core.push_back(merge);
   }
