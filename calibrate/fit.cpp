@@ -190,37 +190,6 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
   return {};
 }
 
-namespace {
-
-// The rank count a table's bus and algorithm bandwidths imply. nccl-tests (doc/PERFORMANCE.md)
-// reports busbw = algbw x 2(n-1)/n for all-reduce and algbw x (n-1)/n for all-gather,
-// reduce-scatter and all-to-all, so n = 2 / (2 - r) and 1 / (1 - r) with r = busbw / algbw (the
-// median over the rows, as the figures are rounded). Broadcast, reduce and send/receive have
-// r = 1 whatever n: nothing to infer. Nullopt unless n comes out within 2% of a whole number.
-std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op) {
-  double k = 0;  // r = k (n - 1) / n
-  if (op == CollOp::allreduce) k = 2;
-  else if (op == CollOp::allgather || op == CollOp::reducescatter || op == CollOp::alltoall) k = 1;
-  else return std::nullopt;
-  std::vector<double> ratios;
-  for (const auto& row : t.rows) {
-    for (const auto* f : {&row.out_of_place, &row.in_place}) {
-      // Small sizes print bandwidths with two decimals only: use rows where both are large.
-      if (f->algbw_GBps && f->busbw_GBps && *f->algbw_GBps >= 1.0) ratios.push_back(*f->busbw_GBps / *f->algbw_GBps);
-    }
-  }
-  if (ratios.empty()) return std::nullopt;
-  std::sort(ratios.begin(), ratios.end());
-  const double r = ratios[ratios.size() / 2];
-  if (r >= k - 1e-9) return std::nullopt;
-  const double n = k / (k - r);
-  const double whole = std::round(n);
-  if (whole < 1 || std::abs(n - whole) > 0.02 * whole) return std::nullopt;
-  return static_cast<int>(whole);
-}
-
-}  // namespace
-
 Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput& in) {
   d.inputs.push_back(log.path);
   int ranks = in.ranks.value_or(log.ranks_count());

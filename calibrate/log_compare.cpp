@@ -53,17 +53,34 @@ Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommPa
   LogComparison out;
   out.log = log.path;
   out.op = *table->op;
-  const int logged = log.ranks_count() > 0 ? log.ranks_count() : std::max(0, log.nthread) * std::max(0, log.ngpus);
-  out.gpus = opt.gpus.value_or(logged);
+  if (opt.gpus) {
+    out.gpus = *opt.gpus;
+    out.gpus_from = "--gpus";
+  } else if (log.ranks_count() > 0) {
+    out.gpus = log.ranks_count();
+    out.gpus_from = "rank lines";
+  } else if (const auto inferred = ranks_from_bandwidths(*table, out.op)) {
+    out.gpus = *inferred;
+    out.gpus_from = "busbw / algbw";
+  } else {
+    out.gpus = std::max(0, log.nthread) * std::max(0, log.ngpus);
+    out.gpus_from = "nThread x nGpus";
+  }
   if (out.gpus < 1) {
     return Error(fmt::format("{}: the log names no ranks and no nThread/nGpus; give the GPU count with --gpus", log.path), "gpus");
+  }
+  if (out.gpus == 1 && bus_bandwidth_factor(out.op, 1) == 0) {
+    return Error(fmt::format("{}: {} GPU count 1 ({}): a one-GPU {} moves nothing and its bus bandwidth is 0, so there is no error to "
+                             "compute; an MPI run without '#  Rank' lines needs --gpus N",
+                             log.path, out.gpus_from == "--gpus" ? "the" : "the log's", out.gpus_from, to_string(out.op)),
+                 "gpus");
   }
   if (out.gpus > topo.gpus()) {
     return Error(fmt::format("{}: the log ran on {} GPUs but the cluster has {} (give a larger cluster, or --gpus)", log.path, out.gpus,
                              topo.gpus()),
                  "gpus");
   }
-  out.nodes = log.nodes_count();
+  out.nodes = log.ranks.empty() ? 0 : log.nodes_count();
   out.gpus_per_thread = opt.gpus_per_thread.value_or(log.ngpus > 0 ? log.ngpus : 1);
   if (out.gpus_per_thread < 1) return Error("--gpus-per-thread must be at least 1", "gpus-per-thread");
 

@@ -30,7 +30,8 @@ struct LogComparison {
   std::string log;  // path
   CollOp op = CollOp::allreduce;
   int gpus = 0;
-  int nodes = 0;            // hosts named in the log (1 when it names none)
+  std::string gpus_from;    // where the GPU count came from: "rank lines", "busbw / algbw", "nThread x nGpus", "--gpus"
+  int nodes = 0;            // hosts named in the log (0 when it names none)
   int gpus_per_thread = 1;  // nccl-tests -g: GPUs one host thread drives
   bool in_place = true;     // which of the log's two columns was compared
   std::vector<LogComparePoint> points;
@@ -45,7 +46,10 @@ struct LogCompareOptions {
   std::string sharing = "max-min";
 };
 
-// Errors: the log's GPU count does not fit the cluster, the log holds no table of the requested
+// The GPU count: --gpus, else the log's '#  Rank' lines, else the ratio of its bus to algorithm
+// bandwidth (an MPI run's settings line counts one process's GPUs), else nThread x nGpus.
+// Errors: no GPU count can be told, a one-GPU collective whose bus bandwidth is zero by
+// definition (all-reduce, all-gather, reduce-scatter, all-to-all), the log's GPU count does not fit the cluster, the log holds no table of the requested
 // collective, the planner refuses (an algorithm that cannot run it), or no row has a time.
 Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommParams& params, const NcclTestsLog& log,
                                     const LogCompareOptions& opt);

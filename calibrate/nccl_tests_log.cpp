@@ -79,6 +79,30 @@ std::optional<double> figure(const std::string& s, bool& bad) {
 
 }  // namespace
 
+std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op) {
+  // n = 2 / (2 - r) or 1 / (1 - r) with r = busbw / algbw, the median over the rows (the figures
+  // are rounded).
+  double k = 0;  // r = k (n - 1) / n
+  if (op == CollOp::allreduce) k = 2;
+  else if (op == CollOp::allgather || op == CollOp::reducescatter || op == CollOp::alltoall) k = 1;
+  else return std::nullopt;
+  std::vector<double> ratios;
+  for (const auto& row : t.rows) {
+    for (const auto* f : {&row.out_of_place, &row.in_place}) {
+      // Small sizes print bandwidths with two decimals only: use rows where both are large.
+      if (f->algbw_GBps && f->busbw_GBps && *f->algbw_GBps >= 1.0) ratios.push_back(*f->busbw_GBps / *f->algbw_GBps);
+    }
+  }
+  if (ratios.empty()) return std::nullopt;
+  std::sort(ratios.begin(), ratios.end());
+  const double r = ratios[ratios.size() / 2];
+  if (r >= k - 1e-9) return std::nullopt;
+  const double n = k / (k - r);
+  const double whole = std::round(n);
+  if (whole < 1 || std::abs(n - whole) > 0.02 * whole) return std::nullopt;
+  return static_cast<int>(whole);
+}
+
 int NcclTestsLog::nodes_count() const {
   std::set<std::string> hosts;
   for (const auto& r : ranks) hosts.insert(r.host);

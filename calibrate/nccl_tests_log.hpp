@@ -66,6 +66,13 @@ struct NcclTestsLog {
 // The collective named by an nccl-tests binary or log name: "all_reduce_perf.log" -> allreduce.
 std::optional<CollOp> op_from_name(const std::string& name);
 
+// The rank count a table's bus and algorithm bandwidths imply, for a log without '#  Rank' lines
+// (a pasted table, or an MPI run whose settings line counts one process's GPUs only). nccl-tests
+// (doc/PERFORMANCE.md) reports busbw = algbw x 2(n-1)/n for all-reduce and algbw x (n-1)/n for
+// all-gather, reduce-scatter and all-to-all. Nullopt for collectives whose ratio does not depend
+// on n (broadcast, reduce, send/receive) and when n is not within 2% of a whole number.
+std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op);
+
 // Parses a log's text; `name` is used in errors ("name:line: ...") and to guess the collective.
 // Errors: a data row that cannot be read, or no data rows at all.
 Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::string& name);

@@ -204,7 +204,7 @@ TEST(CliCompare, PrintsBothCurvesAndTheErrorPerSize) {
   const std::string dir = temp("compare-report");
   const Result r = run("collective --cluster dgx-a100-80g --compare " + kLog + " --gpus-per-thread 8 --report " + dir);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("allreduce on 8 GPUs (1 node), in-place column, 8 GPUs per nccl-tests thread"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 8 GPUs (from rank lines; 1 node), in-place column, 8 GPUs per nccl-tests thread"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("median |error|"), std::string::npos) << r.out;
   // The CSV: one row per size of the log (24, 1 KiB to 8 GiB); the measured bus bandwidth is the
   // log's own (busbw = size / time x 2(n-1)/n), and the error is (dtsim - measured) / measured
@@ -241,6 +241,37 @@ TEST(CliCompare, RefusesWhatItCannotCompare) {
   r = run("collective --cluster dgx-a100-80g --report " + temp("r"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--report draws a comparison: it needs --compare LOG"), std::string::npos) << r.out;
+}
+
+// An MPI run pasted without its '#  Rank' lines: the settings line says nGpus 1 (one process's
+// GPUs), so the GPU count comes from busbw / algbw = 2(n-1)/n. The rows are made for n = 16:
+// 1 MiB in 100 us is algbw 10.49 GB/s and busbw 10.49 x 30 / 16 = 19.66 GB/s.
+TEST(CliCompare, TellsAnMpiRunsGpuCountFromItsBandwidths) {
+  const std::string table =
+      "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+      "     1048576        262144     float     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66      0\n"
+      "     2097152        524288     float     sum      -1    150.0   13.98   26.21      0    150.0   13.98   26.21      0\n"
+      "     4194304       1048576     float     sum      -1    250.0   16.78   31.46      0    250.0   16.78   31.46      0\n";
+  const std::string log = temp("all_reduce_perf-mpi16.log");
+  write(log, table);
+  Result r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 16 GPUs (from busbw / algbw; hosts not named)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  // The same rows with busbw = algbw x 2(n-1)/n for no whole n, and nGpus 1: nothing tells the GPU
+  // count, and a one-GPU all-reduce has no bus bandwidth to compare. Refused, naming the way out.
+  std::string odd = table;
+  for (const std::string bw : {"19.66", "26.21", "31.46"}) {
+    for (auto at = odd.find(bw); at != std::string::npos; at = odd.find(bw)) odd.replace(at, bw.size(), "15.00");
+  }
+  write(log, odd);
+  r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("needs --gpus N"), std::string::npos) << r.out;
+  r = run("collective --cluster dgx-h100 --nodes 2 --gpus 16 --compare " + log);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("on 16 GPUs (from --gpus; hosts not named)"), std::string::npos) << r.out;
 }
 
 }  // namespace compare
