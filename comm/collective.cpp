@@ -383,22 +383,41 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
     }
     return channels;
   }
+  // The NICs a node offers this communicator: the nearest NIC of each of its GPUs here, in local
+  // order. NCCL's topology search builds inter-node rings through NICs local to the
+  // communicator's GPUs, so two data-parallel groups that take every fourth GPU of a node (tensor
+  // parallelism 4) leave it through different NICs, not both through the node's first ones.
+  std::vector<std::vector<int>> node_nics;
+  for (const auto& part : lay.nodes) {
+    const hw::NodeTemplate& t = topo_.node_template(part.node);
+    const int nics = std::max(1, topo_.fabric_nics(part.node));
+    std::vector<int> own;
+    for (int x : part.locals) {
+      const int k = t.nearest_nic(x, nics);
+      if (k >= 0 && std::find(own.begin(), own.end(), k) == own.end()) own.push_back(k);
+    }
+    if (own.empty()) own.push_back(0);
+    node_nics.push_back(std::move(own));
+  }
   int nch = 1;
   if (lay.max_per_node > 1) {
     nch = INT32_MAX;
-    for (const auto& p : lay.nodes) nch = std::min({nch, static_cast<int>(p.locals.size()), std::max(1, topo_.fabric_nics(p.node))});
+    for (const auto& own : node_nics) nch = std::min(nch, static_cast<int>(own.size()));
   }
   for (int c = 0; c < nch; ++c) {
     RingChannel ch;
-    for (const auto& part : lay.nodes) {
+    for (std::size_t k = 0; k < lay.nodes.size(); ++k) {
+      const auto& part = lay.nodes[k];
       const hw::NodeTemplate& t = topo_.node_template(part.node);
       const int nics = std::max(1, topo_.fabric_nics(part.node));
       const auto orders = intra_orders(part);
       std::vector<int> o = orders[static_cast<std::size_t>(c) % orders.size()];
+      const auto& own = node_nics[k];
+      const int nic = own[static_cast<std::size_t>(c) % own.size()];
       // Start the node's segment at a GPU whose own NIC is this channel's.
       int first = -1;
       for (int x : o) {
-        if (nch > 1 && t.nearest_nic(x, nics) == c % nics) {
+        if (nch > 1 && t.nearest_nic(x, nics) == nic) {
           first = x;
           break;
         }
@@ -406,7 +425,7 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
       if (first < 0) first = o[static_cast<std::size_t>(c) % o.size()];
       std::rotate(o.begin(), std::find(o.begin(), o.end(), first), o.end());
       for (int l : o) ch.order.push_back(topo_.first_rank(part.node) + l);
-      ch.nic.push_back(nch > 1 ? c % nics : std::max(0, t.nearest_nic(first, nics)));
+      ch.nic.push_back(nch > 1 ? nic : std::max(0, t.nearest_nic(first, nics)));
     }
     channels.push_back(std::move(ch));
   }

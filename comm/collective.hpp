@@ -110,7 +110,8 @@ class Planner {
     std::vector<int> nic;  // by node index in the layout
   };
   // One node: one channel per distinct GPU order (several on NVLink meshes). Several nodes: one
-  // per NIC, each ring leaving every node through the same NIC index (rail-aligned).
+  // per NIC that the communicator's GPUs on a node own (their nearest NICs), each ring leaving
+  // every node through the same NIC index (rail-aligned).
   std::vector<RingChannel> ring_channels(const Layout& lay);
   std::vector<std::vector<int>> mesh_cycles(const hw::NodeTemplate& t);
 
