@@ -475,6 +475,7 @@ struct Knob {
 
 Time* time_field(comm::CommParams& p, const std::string& name) {
   if (name == "nvls.latency") return &p.nvls_latency;
+  if (name == "nvls.net_latency") return &p.nvls_net_latency;
   for (comm::Algo a : {comm::Algo::ring, comm::Algo::tree}) {
     for (comm::Protocol pr : comm::kAllProtocols) {
       const std::string prefix = fmt::format("{}.{}.", comm::to_string(a), comm::to_string(pr));
@@ -487,6 +488,7 @@ Time* time_field(comm::CommParams& p, const std::string& name) {
 
 double* fraction_field(comm::CommParams& p, const std::string& name) {
   if (name == "nvls.efficiency") return &p.nvls_efficiency;
+  if (name == "nvls.tree_ratio") return &p.nvls_tree_ratio;
   if (name == "ring.LL.bandwidth_factor.allreduce") return &p.ring_ll_allreduce;
   if (name == "ring.LL.bandwidth_factor.other") return &p.ring_ll_other;
   if (name == "ring.LL128.bandwidth_factor") return &p.ring_ll128;
@@ -523,9 +525,10 @@ std::pair<Knob, Knob> knobs_of(comm::Algo a, comm::Protocol p, CollOp op, bool m
   Knob lat, bw;
   lat.kind = Knob::Kind::time;
   if (a == comm::Algo::nvls) {
-    lat.name = multinode ? "ring.Simple.step_latency.net" : "nvls.latency";
-    if (multinode) bw = Knob{Knob::Kind::link, sim.nic_link()};
-    else bw = Knob{Knob::Kind::fraction, "nvls.efficiency"};
+    // Across nodes, the NVLS tree: its per-node latency and the ratio that sets both its NVLink
+    // and its network rate.
+    lat.name = multinode ? "nvls.net_latency" : "nvls.latency";
+    bw = Knob{Knob::Kind::fraction, multinode ? "nvls.tree_ratio" : "nvls.efficiency"};
     return {lat, bw};
   }
   const std::string table = a == comm::Algo::tree ? "tree" : "ring";

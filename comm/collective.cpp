@@ -93,7 +93,11 @@ Planner::Layout Planner::layout(const std::vector<int>& ranks) const {
     }
     lay.nodes[it->second].locals.push_back(topo_.local_of(r));
   }
-  for (const auto& p : lay.nodes) lay.max_per_node = std::max(lay.max_per_node, static_cast<int>(p.locals.size()));
+  lay.min_per_node = lay.nodes.empty() ? 0 : INT32_MAX;
+  for (const auto& p : lay.nodes) {
+    lay.max_per_node = std::max(lay.max_per_node, static_cast<int>(p.locals.size()));
+    lay.min_per_node = std::min(lay.min_per_node, static_cast<int>(p.locals.size()));
+  }
   return lay;
 }
 
@@ -145,7 +149,9 @@ std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveReque
     case CollOp::allreduce:
       all(Algo::ring);
       all(Algo::tree);
-      if (nvls && static_cast<int>(req.ranks.size()) > 1) out.emplace_back(Algo::nvls, Protocol::simple);
+      // NCCL v2.18.5 (transport/nvls.cc ncclNvlsInit) turns NVLS off for a communicator with 2 GPUs
+      // or fewer on a node; across nodes it runs the NVLS tree.
+      if (nvls && lay.min_per_node > 2) out.emplace_back(Algo::nvls, Protocol::simple);
       if (multinode && lay.max_per_node > 1) {
         for (Protocol p : kAllProtocols) out.emplace_back(Algo::hierarchical, p);
       }
@@ -177,6 +183,9 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   const auto cands = candidates(req);
   std::vector<std::pair<Algo, Protocol>> chosen;
   for (const auto& [a, p] : cands) {
+    // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
+    // when asked for by name.
+    if (!req.algo && a == Algo::hierarchical) continue;
     if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
   }
   if (chosen.empty()) {
@@ -236,9 +245,9 @@ Expected<Plan> Planner::plan_fixed(const CollectiveRequest& req, const Layout& l
     case Algo::tree: add_tree(lay, proto, req.size, plan); break;
     case Algo::nvls:
       if (lay.nodes.size() == 1) add_nvls(lay, req.size, plan);
-      else add_hierarchical(lay, proto, req.size, true, plan);
+      else add_nvls_tree(lay, req.size, plan);
       break;
-    case Algo::hierarchical: add_hierarchical(lay, proto, req.size, false, plan); break;
+    case Algo::hierarchical: add_hierarchical(lay, proto, req.size, plan); break;
     case Algo::direct: add_direct(lay, req.op, proto, req.size, plan); break;
   }
   plan.estimate = estimate(plan);
@@ -372,6 +381,24 @@ std::vector<std::vector<int>> Planner::intra_orders(const NodePart& part) {
 // ----------------------------------------------------------------------------------------------
 // Algorithms
 
+std::vector<Planner::OwnNic> Planner::own_nics(const NodePart& part) const {
+  // The nearest NIC of each of the communicator's GPUs on the node, in local order, with the first
+  // GPU that owns it. NCCL's topology search builds inter-node rings (and picks NVLS tree heads)
+  // through NICs local to the communicator's GPUs, so two data-parallel groups that take every
+  // fourth GPU of a node (tensor parallelism 4) leave it through different NICs, not both
+  // through the node's first ones.
+  const hw::NodeTemplate& t = topo_.node_template(part.node);
+  const int nics = std::max(1, topo_.fabric_nics(part.node));
+  std::vector<OwnNic> own;
+  for (int x : part.locals) {
+    const int k = t.nearest_nic(x, nics);
+    const bool seen = std::any_of(own.begin(), own.end(), [k](const OwnNic& o) { return o.nic == k; });
+    if (k >= 0 && !seen) own.push_back(OwnNic{k, x});
+  }
+  if (own.empty()) own.push_back(OwnNic{0, part.locals.empty() ? 0 : part.locals.front()});
+  return own;
+}
+
 std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
   std::vector<RingChannel> channels;
   if (lay.nodes.size() == 1) {
@@ -383,22 +410,8 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
     }
     return channels;
   }
-  // The NICs a node offers this communicator: the nearest NIC of each of its GPUs here, in local
-  // order. NCCL's topology search builds inter-node rings through NICs local to the
-  // communicator's GPUs, so two data-parallel groups that take every fourth GPU of a node (tensor
-  // parallelism 4) leave it through different NICs, not both through the node's first ones.
-  std::vector<std::vector<int>> node_nics;
-  for (const auto& part : lay.nodes) {
-    const hw::NodeTemplate& t = topo_.node_template(part.node);
-    const int nics = std::max(1, topo_.fabric_nics(part.node));
-    std::vector<int> own;
-    for (int x : part.locals) {
-      const int k = t.nearest_nic(x, nics);
-      if (k >= 0 && std::find(own.begin(), own.end(), k) == own.end()) own.push_back(k);
-    }
-    if (own.empty()) own.push_back(0);
-    node_nics.push_back(std::move(own));
-  }
+  std::vector<std::vector<OwnNic>> node_nics;
+  for (const auto& part : lay.nodes) node_nics.push_back(own_nics(part));
   int nch = 1;
   if (lay.max_per_node > 1) {
     nch = INT32_MAX;
@@ -413,7 +426,7 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
       const auto orders = intra_orders(part);
       std::vector<int> o = orders[static_cast<std::size_t>(c) % orders.size()];
       const auto& own = node_nics[k];
-      const int nic = own[static_cast<std::size_t>(c) % own.size()];
+      const int nic = own[static_cast<std::size_t>(c) % own.size()].nic;
       // Start the node's segment at a GPU whose own NIC is this channel's.
       int first = -1;
       for (int x : o) {
@@ -681,9 +694,10 @@ void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
   plan.phases.push_back(std::move(ph));
 }
 
-void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan) {
+void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, Plan& plan) {
   // Reduce-scatter inside each node, all-reduce of each GPU's shard across nodes (GPUs of the same
-  // local index form a ring over their NICs), all-gather inside each node.
+  // local index form a ring over their NICs), all-gather inside each node, one after another (a
+  // two-level all-reduce as Horovod's hierarchical mode runs it; NCCL has no such algorithm).
   const int g = lay.max_per_node;
   const double s = size.as_double();
   auto intra_phase = [&](bool scatter) {
@@ -692,25 +706,7 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bo
     for (const auto& part : lay.nodes) {
       const int k = static_cast<int>(part.locals.size());
       if (k < 2) continue;
-      if (nvls) {
-        const hw::NodeTemplate& t = topo_.node_template(part.node);
-        std::vector<LinkUse> uses;
-        for (int l : part.locals) {
-          hw::Path up, down;
-          router_.append_local(part.node, l, t.nvswitch_vertex(), up);
-          router_.append_local(part.node, t.nvswitch_vertex(), l, down);
-          // Reduce-scatter: each GPU sends S up, receives S/k; all-gather the reverse. Bytes are
-          // per use: S/k, with k uses up (or down).
-          for (LinkId id : up) uses.push_back(LinkUse{id, static_cast<std::uint32_t>(scatter ? k : 1)});
-          for (LinkId id : down) uses.push_back(LinkUse{id, static_cast<std::uint32_t>(scatter ? 1 : k)});
-        }
-        // Half of the NVLS all-reduce: its loops, and one stage fewer to fill.
-        const std::int64_t loops = params_.nvls_loops(Bytes(static_cast<std::int64_t>(s)), k);
-        // Both NVLS phases; the nodes run side by side, so the largest node counts.
-        plan.unseen_by_tuner = std::max(plan.unseen_by_tuner, params_.nvls_loop_latency * (2 * loops + 2));
-        ph.groups.push_back(FlowGroup{merge_uses(std::move(uses)), scaled(s / k, params_.nvls_efficiency),
-                                      params_.nvls_latency / 2 + params_.nvls_loop_latency * (loops + 1) + params_.call_overhead});
-      } else {
+      {
         const auto order = intra_orders(part)[0];
         hw::Path all;
         Time step = step_latency(Algo::ring, proto, intra_transport(lay), true);
@@ -754,6 +750,90 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bo
   plan.phases.push_back(std::move(inter));
   plan.phases.push_back(intra_phase(false));
   plan.channels = g;
+}
+
+void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
+  // NCCL's NVLS tree (v2.18.5 all_reduce.h, NCCL_ALGO_NVLS_TREE): in every node the switch reduces
+  // the GPUs' data into one shard per head (a GPU with its own NIC: NCCL logs "NVLS Head i"), each
+  // head all-reduces its shard with the same head of the other nodes over a double binary tree
+  // through its NIC, and the switch multicasts the result back. The kernel runs its scatter,
+  // reduce, tree and broadcast warps side by side on loops of channels x heads x chunk, so the
+  // stages are one pipeline: one phase with every stage's flows at once, not three phases.
+  const int m = plan.nodes;
+  const double s = size.as_double();
+  std::vector<std::vector<OwnNic>> heads;
+  std::size_t nheads = SIZE_MAX;
+  for (const auto& part : lay.nodes) {
+    heads.push_back(own_nics(part));
+    nheads = std::min(nheads, heads.back().size());
+  }
+  // NVLink data at .70 / (5/6) of one node's NVLS rate, network data at .70 of the NICs' (v2.18.5
+  // tuning.cc ratios; comm/params.hpp).
+  const double intra_factor = params_.nvls_efficiency * params_.nvls_tree_ratio / (5.0 / 6.0);
+  const double net_factor = params_.nvls_tree_ratio;
+  Phase ph;
+  ph.what = "NVLS tree all-reduce";
+  Time path_lat = Time::zero();
+  double link = 0;  // the slowest GPU-to-switch link, bytes/s
+  int gmax = 1;
+  for (const auto& part : lay.nodes) {
+    // As one node's NVLS: every GPU's link to the switch moves S(1 + 1/g) each way.
+    const hw::NodeTemplate& t = topo_.node_template(part.node);
+    const int g = static_cast<int>(part.locals.size());
+    gmax = std::max(gmax, g);
+    hw::Path all;
+    for (int l : part.locals) {
+      hw::Path round;
+      router_.append_local(part.node, l, t.nvswitch_vertex(), round);
+      router_.append_local(part.node, t.nvswitch_vertex(), l, round);
+      path_lat = std::max(path_lat, router_.latency(round));
+      for (LinkId id : round) {
+        const double c = topo_.link(id).capacity().bytes_per_s();
+        link = link == 0 ? c : std::min(link, c);
+      }
+      append(all, round);
+    }
+    ph.groups.push_back(FlowGroup{to_uses(all), scaled(s * (1.0 + 1.0 / g), intra_factor), Time::zero()});
+  }
+  // Head h of every node: a double binary tree over the nodes, half the shard on each tree, up
+  // (reduce) and down (broadcast) every edge, through the head's own NIC.
+  const auto trees = double_binary_tree(m);
+  const double shard = s / static_cast<double>(nheads);
+  Time net_lat = Time::zero();
+  for (std::size_t h = 0; h < nheads; ++h) {
+    for (int tr = 0; tr < 2; ++tr) {
+      hw::Path all;
+      for (int k = 0; k < m; ++k) {
+        const int parent = trees[static_cast<std::size_t>(tr)][static_cast<std::size_t>(k)];
+        if (parent < 0) continue;
+        const OwnNic& me = heads[static_cast<std::size_t>(k)][h];
+        const OwnNic& up = heads[static_cast<std::size_t>(parent)][h];
+        const int a = topo_.first_rank(lay.nodes[static_cast<std::size_t>(k)].node) + me.local;
+        const int b = topo_.first_rank(lay.nodes[static_cast<std::size_t>(parent)].node) + up.local;
+        const hw::Path p_up = edge_path(a, b, me.nic, label_of(h, static_cast<std::uint64_t>(k), 11 + static_cast<std::uint64_t>(tr)));
+        const hw::Path p_down = edge_path(b, a, up.nic, label_of(h, static_cast<std::uint64_t>(k), 13 + static_cast<std::uint64_t>(tr)));
+        net_lat = std::max({net_lat, router_.latency(p_up), router_.latency(p_down)});
+        append(all, p_up);
+        append(all, p_down);
+      }
+      if (!all.empty()) ph.groups.push_back(FlowGroup{to_uses(all), scaled(shard / 2, net_factor), Time::zero()});
+    }
+  }
+  // Latency: NCCL's (baseLat 23 us + 2 (m - 1) x hwLat NET 19 us), never under the paths' own, and
+  // as on one node the loops' synchronisation and the first scatter and last gather, which the
+  // pipeline cannot hide and NCCL's tuner does not see.
+  const std::int64_t loops = params_.nvls_loops(size, static_cast<int>(nheads));
+  const double loop = static_cast<double>(params_.nvls_channels) * static_cast<double>(nheads) *
+                      static_cast<double>(params_.nvls_chunk(size, static_cast<int>(nheads)).count());
+  const Time fill_drain =
+      link > 0 ? Time::from_seconds(2.0 * (gmax - 1) / gmax * std::min(s, loop) / (link * intra_factor)) : Time::zero();
+  plan.channels = params_.nvls_channels;
+  plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2) + fill_drain;
+  const Time latency = std::max(params_.nvls_latency + params_.nvls_net_latency * (2 * (m - 1)), path_lat * 2 + net_lat * (2 * (m - 1))) +
+                       plan.unseen_by_tuner + params_.call_overhead;
+  for (FlowGroup& gr : ph.groups) gr.latency = latency;
+  cap_channels(ph, nvls_split_fraction(params_, size, static_cast<int>(nheads)));
+  plan.phases.push_back(std::move(ph));
 }
 
 void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes size, Plan& plan) {

@@ -89,6 +89,7 @@ class Planner {
     std::vector<int> ranks;
     std::vector<NodePart> nodes;
     int max_per_node = 0;
+    int min_per_node = 0;
   };
   Layout layout(const std::vector<int>& ranks) const;
   Expected<Plan> plan_fixed(const CollectiveRequest& req, const Layout& lay, Algo algo, Protocol proto);
@@ -113,13 +114,21 @@ class Planner {
   // per NIC that the communicator's GPUs on a node own (their nearest NICs), each ring leaving
   // every node through the same NIC index (rail-aligned).
   std::vector<RingChannel> ring_channels(const Layout& lay);
+  // The NICs the communicator's GPUs on a node own (each GPU's nearest), in local order, with the
+  // first GPU owning each: a ring channel's NIC, or an NVLS tree head.
+  struct OwnNic {
+    int nic = 0;
+    int local = 0;
+  };
+  std::vector<OwnNic> own_nics(const NodePart& part) const;
   std::vector<std::vector<int>> mesh_cycles(const hw::NodeTemplate& t);
 
   void add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size, Fidelity fid, Plan& plan);
   void add_chain(const Layout& lay, CollOp op, int root, Protocol proto, Bytes size, Plan& plan);
   void add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan);
   void add_nvls(const Layout& lay, Bytes size, Plan& plan);
-  void add_hierarchical(const Layout& lay, Protocol proto, Bytes size, bool nvls, Plan& plan);
+  void add_hierarchical(const Layout& lay, Protocol proto, Bytes size, Plan& plan);
+  void add_nvls_tree(const Layout& lay, Bytes size, Plan& plan);
   void add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes size, Plan& plan);
 
   // With `channel_caps` false: NCCL's tuner view, which picks the algorithm and protocol before it

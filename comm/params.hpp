@@ -52,9 +52,15 @@ struct CommParams {
   // Host cost of posting one network operation (NCCL getNetOverhead: 1 us on Intel CPUs, 2 us on
   // AMD); a multi-node ring's intra-node step is never faster, and Simple pays it three times.
   Time net_overhead = Time::us(1);
-  // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS, and hwLat NET for NVLS across nodes.
+  // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS (and NVLS tree), and hwLat NET for
+  // the NVLS tree across nodes, paid 2 (m - 1) times over m nodes.
   Time nvls_latency = Time::us(23);
-  Time nvls_net_latency = Time::us(18);
+  Time nvls_net_latency = Time::us(19);
+  // NVLS tree across nodes (v2.18.5 tuning.cc): algorithm bandwidth = busBw x .70 m / (2(m - 1)),
+  // where one node's NVLS gets busBw x 5/6 and a balanced tree over m nodes moves 2(m - 1)/m of a
+  // head's shard through each NIC: the pipelined NVLS tree moves its network data at .70 of the
+  // rate, and its NVLink data at .70 / (5/6) = 0.84 of one node's NVLS.
+  double nvls_tree_ratio = 0.70;
   // Of the link's effective (ring) bandwidth, for the data once the per-loop synchronisation below
   // and the pipeline's fill and drain are set apart: 480 GB/s busbw at 8 GiB on 8 H100 (NCCL
   // maintainer) with 512 loops of 3.4 us and 14/9 of a loop's data time to fill and drain.

@@ -199,6 +199,46 @@ TEST(Nvls, TimeRampsWithTheLoopCount) {
   }
 }
 
+// Across nodes NVLS is NCCL's NVLS tree (v2.18.5 all_reduce.h NCCL_ALGO_NVLS_TREE): the switch
+// reduces each node's data into 8 head shards, each head all-reduces its shard with the other
+// node's head through its own NIC (two trees, half the shard each, up and down), and the switch
+// multicasts the result; scatter, reduce, tree and broadcast run at once on every loop, so the
+// time is the slower of the NVLink stage and the network stage, not their sum. NCCL's tuning
+// ratios give the rates: network data at .70 of the NIC, NVLink data at .70 / (5/6) = 0.84 of one
+// node's NVLS (0.887 of the 100 GB/s test link). 2 nodes, 1 GiB: 64 loops of 16 MiB, latency 23 us
+// + 2 x 19 us, and the first scatter and last gather as on one node.
+TEST(Nvls, AcrossNodesIsOnePipelinedTreeOfHeads) {
+  const int g = 8;
+  const double S = 1073741824.0;
+  const double intra_rate = 0.887 * 0.84 * 100 * GB;
+  const double intra = S * (1 + 1.0 / g) / intra_rate;
+  const double fixed = us(23) + 2 * us(19) + (64 + 2) * us(3.4) + 2.0 * (g - 1) / g * 16 * 1048576.0 / intra_rate;
+  // Each NIC carries S/16 of each tree each way: S/8.
+  for (const double nic : {50.0, 5.0}) {
+    Fixture f(cluster(nvswitch_node(g, true, nic), 2, hw::FabricKind::single_switch));
+    const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::nvls, Protocol::simple);
+    const double net = S / 8 / (0.70 * nic * GB);
+    const double expected = fixed + std::max(intra, net);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << nic;
+    EXPECT_EQ(p.channels, 16);
+    EXPECT_EQ(p.phases.size(), 1u);
+  }
+}
+
+// NCCL v2.18.5 (transport/nvls.cc ncclNvlsInit) runs NVLS only with more than 2 GPUs of the
+// communicator on a node: a pair of GPUs per node never gets it, even when asked for.
+TEST(Nvls, NeedsMoreThanTwoGpusPerNode) {
+  Fixture f(cluster(nvswitch_node(), 2, hw::FabricKind::single_switch));
+  CollectiveRequest req;
+  req.op = CollOp::allreduce;
+  req.size = Bytes::MiB(64);
+  req.ranks = {0, 1, 8, 9};
+  req.algo = Algo::nvls;
+  EXPECT_FALSE(f.planner.plan(req).ok());
+  req.ranks = {0, 1, 2, 8, 9, 10};
+  EXPECT_TRUE(f.planner.plan(req).ok());
+}
+
 // NCCL v2.18.5 enqueue.cc getAlgoInfo: while nBytes < nc x threads x threshold, one channel fewer.
 // Threads 512 (LL, Simple) or 640 (LL128); threshold 64 (Simple), 8 (LL128), 8 x nRanks (ring LL),
 // 8 (tree LL). So nc = floor(bytes / (threads x threshold)), between 1 and 24.

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include "calibrate/log_compare.hpp"
@@ -150,6 +152,57 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
   const auto a100 = compare_log("all_reduce_perf-4x-a100-ib-sharp.log", "dgx-a100-80g", 4, 32);
   EXPECT_EQ(a100.points.size(), 5u);
   for (const auto& p : a100.points) EXPECT_LT(std::fabs(p.error()), 0.20) << p.bytes;
+}
+
+// Large-message all-reduce across 2 and 4 nodes of 8 H100 on 8 x 400 Gb/s RoCE, as quoted in
+// NVIDIA/nccl#1221 (data/published/nccl-allreduce-multinode-points.csv, held out: no constant
+// comes from it). NCCL_NVLS_ENABLE=1 on 2 nodes runs the NVLS tree; with it off, or on 4 nodes,
+// NCCL runs a ring or a tree. dtsim's presets (dgx-h100 nodes, roce-400 NICs) within 10% of
+// each, at 4 and 8 GiB; the figures are rounded by the reporter, so no tighter claim is made.
+TEST(PublishedNccl, MultiNodeH100AllReduceQuotedInNcclIssue1221) {
+  std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-allreduce-multinode-points.csv");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("source,", 0) == 0) continue;
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    for (std::string cell; std::getline(ls, cell, ',');) f.push_back(cell);
+    ASSERT_EQ(f.size(), 9u) << line;
+    const int gpus = std::stoi(f[1]), nodes = std::stoi(f[2]);
+    const bool nvls = f[5] == "NCCL_NVLS_ENABLE=1";
+    const double measured = std::stod(f[8]);
+    const std::string yaml = ::testing::TempDir() + "/h100-roce-" + std::to_string(nodes) + ".yaml";
+    std::ofstream(yaml) << "name: h100-roce\nnode: dgx-h100\nnodes: " << nodes << "\nfabric: {kind: rail-optimized, nic: " << f[3]
+                        << ", nics_per_node: 8, radix: 64}\n";
+    config::LoadContext ctx;
+    auto spec = config::load_cluster(config::ClusterRequest{yaml, std::nullopt, std::nullopt}, ctx);
+    ASSERT_TRUE(spec.has_value());
+    auto topo = hw::Topology::build(*spec);
+    ASSERT_TRUE(topo.ok());
+    hw::Router router(*topo);
+    comm::Planner planner(*topo, router, comm::CommParams::nccl_defaults());
+    for (const std::int64_t bytes : {std::stoll(f[6]), std::stoll(f[7])}) {
+      comm::CollectiveRequest req;
+      req.op = CollOp::allreduce;
+      req.size = Bytes(bytes);
+      for (int r = 0; r < gpus; ++r) req.ranks.push_back(r);
+      // NVLS off: the faster of NCCL's ring and tree, as its tuner picks them.
+      std::optional<comm::Plan> best;
+      for (const auto algo : nvls ? std::vector<comm::Algo>{comm::Algo::nvls} : std::vector<comm::Algo>{comm::Algo::ring, comm::Algo::tree}) {
+        req.algo = algo;
+        auto p = planner.plan(req);
+        ASSERT_TRUE(p.ok()) << p.error().message;
+        if (!best || p->estimate < best->estimate) best = *p;
+      }
+      const double t = comm::simulate_alone(*topo, *best).seconds();
+      const double busbw = busbw_GBps(CollOp::allreduce, gpus, static_cast<double>(bytes), t);
+      EXPECT_NEAR(busbw, measured, 0.10 * measured) << line << " at " << bytes;
+    }
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
 }
 
 TEST(PublishedNccl, CsvErrorsNameFileAndLine) {
