@@ -488,7 +488,7 @@ Time* time_field(comm::CommParams& p, const std::string& name) {
 
 double* fraction_field(comm::CommParams& p, const std::string& name) {
   if (name == "nvls.efficiency") return &p.nvls_efficiency;
-  if (name == "nvls.tree_ratio") return &p.nvls_tree_ratio;
+  if (name == "nvls.tree_factor") return &p.nvls_tree_factor;
   if (name == "ring.LL.bandwidth_factor.allreduce") return &p.ring_ll_allreduce;
   if (name == "ring.LL.bandwidth_factor.other") return &p.ring_ll_other;
   if (name == "ring.LL128.bandwidth_factor") return &p.ring_ll128;
@@ -528,7 +528,7 @@ std::pair<Knob, Knob> knobs_of(comm::Algo a, comm::Protocol p, CollOp op, bool m
     // Across nodes, the NVLS tree: its per-node latency and the ratio that sets both its NVLink
     // and its network rate.
     lat.name = multinode ? "nvls.net_latency" : "nvls.latency";
-    bw = Knob{Knob::Kind::fraction, multinode ? "nvls.tree_ratio" : "nvls.efficiency"};
+    bw = Knob{Knob::Kind::fraction, multinode ? "nvls.tree_factor" : "nvls.efficiency"};
     return {lat, bw};
   }
   const std::string table = a == comm::Algo::tree ? "tree" : "ring";

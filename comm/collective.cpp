@@ -767,10 +767,9 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
     heads.push_back(own_nics(part));
     nheads = std::min(nheads, heads.back().size());
   }
-  // NVLink data at .70 / (5/6) of one node's NVLS rate, network data at .70 of the NICs' (v2.18.5
-  // tuning.cc ratios; comm/params.hpp).
-  const double intra_factor = params_.nvls_efficiency * params_.nvls_tree_ratio / (5.0 / 6.0);
-  const double net_factor = params_.nvls_tree_ratio;
+  // NVLink data at nvls.tree_factor of one node's NVLS rate, network data at that of the NICs'.
+  const double intra_factor = params_.nvls_efficiency * params_.nvls_tree_factor;
+  const double net_factor = params_.nvls_tree_factor;
   Phase ph;
   ph.what = "NVLS tree all-reduce";
   Time path_lat = Time::zero();
@@ -819,9 +818,9 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
       if (!all.empty()) ph.groups.push_back(FlowGroup{to_uses(all), scaled(shard / 2, net_factor), Time::zero()});
     }
   }
-  // Latency: NCCL's (baseLat 23 us + 2 (m - 1) x hwLat NET 19 us), never under the paths' own, and
-  // as on one node the loops' synchronisation and the first scatter and last gather, which the
-  // pipeline cannot hide and NCCL's tuner does not see.
+  // Latency: NCCL's (baseLat 23 us + 2 log2(m) x hwLat NET 19 us: up and down the tree's depth),
+  // never under the paths' own, and as on one node the loops' synchronisation and the first
+  // scatter and last gather, which the pipeline cannot hide and NCCL's tuner does not see.
   const std::int64_t loops = params_.nvls_loops(size, static_cast<int>(nheads));
   const double loop = static_cast<double>(params_.nvls_channels) * static_cast<double>(nheads) *
                       static_cast<double>(params_.nvls_chunk(size, static_cast<int>(nheads)).count());
@@ -829,7 +828,8 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
       link > 0 ? Time::from_seconds(2.0 * (gmax - 1) / gmax * std::min(s, loop) / (link * intra_factor)) : Time::zero();
   plan.channels = params_.nvls_channels;
   plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2) + fill_drain;
-  const Time latency = std::max(params_.nvls_latency + params_.nvls_net_latency * (2 * (m - 1)), path_lat * 2 + net_lat * (2 * (m - 1))) +
+  const int depth = ceil_log2(m);
+  const Time latency = std::max(params_.nvls_latency + params_.nvls_net_latency * (2 * depth), path_lat * 2 + net_lat * (2 * depth)) +
                        plan.unseen_by_tuner + params_.call_overhead;
   for (FlowGroup& gr : ph.groups) gr.latency = latency;
   cap_channels(ph, nvls_split_fraction(params_, size, static_cast<int>(nheads)));

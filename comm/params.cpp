@@ -180,17 +180,17 @@ std::vector<ParamInfo> build_table() {
                         "NCCL v2.18.5 src/graph/tuning.cc (baseLat NVLS 23 us)",
                         [](const CommParams& c) { return to_string(c.nvls_latency); },
                         [](CommParams& c, std::string_view v) { return set_time(c.nvls_latency, v); }});
-  t.push_back(ParamInfo{"nvls.net_latency", "time", "added latency of the NVLS tree across nodes, paid 2 (m - 1) times over m nodes",
-                        "NCCL v2.18.5 src/graph/tuning.cc (hwLat NET NVLSTree 19 us)",
+  t.push_back(ParamInfo{"nvls.net_latency", "time", "added latency of the NVLS tree across nodes, paid 2 log2(m) times over m nodes",
+                        "NCCL v2.19.3 src/graph/tuning.cc (hwLat NET NVLSTree 19 us; latency += 2 log2i(nNodes) x interLat)",
                         [](const CommParams& c) { return to_string(c.nvls_net_latency); },
                         [](CommParams& c, std::string_view v) { return set_time(c.nvls_net_latency, v); }});
   fraction("nvls.efficiency", &CommParams::nvls_efficiency,
            "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth, per-loop synchronisation set apart",
            "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82, "
            "x 61.2 / 57.8 us per 16 MiB loop once nvls.loop_latency is paid");
-  fraction("nvls.tree_ratio", &CommParams::nvls_tree_ratio,
-           "NVLS tree across nodes: its network data moves at this fraction of the NICs' rate, its NVLink data at this / (5/6) of one node's NVLS",
-           "NCCL v2.18.5 src/graph/tuning.cc (bus-to-algorithm bandwidth ratio: NVLS tree .70 m / (2(m - 1)), NVLS 5/6)");
+  fraction("nvls.tree_factor", &CommParams::nvls_tree_factor,
+           "NVLS tree across nodes: data rate as a fraction of one node's NVLS rate (NVLink) and of the NICs' rate (network)",
+           "NCCL v2.18.5 src/graph/tuning.cc (bus-to-algorithm bandwidth ratio of the NVLS tree on 2 nodes .70, over NVLS's 5/6)");
   t.push_back(ParamInfo{"nvls.loop_latency", "time",
                         "synchronisation of one NVLS loop (channels x GPUs x chunk bytes), paid once per loop plus twice to fill the 3-stage pipeline",
                         "NCCL v2.18.5 src/graph/tuning.cc (hwLat NVLink ring Simple: one Simple step handoff)",

@@ -52,15 +52,15 @@ struct CommParams {
   // Host cost of posting one network operation (NCCL getNetOverhead: 1 us on Intel CPUs, 2 us on
   // AMD); a multi-node ring's intra-node step is never faster, and Simple pays it three times.
   Time net_overhead = Time::us(1);
-  // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS (and NVLS tree), and hwLat NET for
-  // the NVLS tree across nodes, paid 2 (m - 1) times over m nodes.
+  // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS (and the NVLS tree), and hwLat NET
+  // for the NVLS tree, paid 2 log2(m) times over m nodes (v2.19.3 tuning.cc; 2.18.5 charged it
+  // 2 (m - 1) times, which kept the tree from ever winning at scale).
   Time nvls_latency = Time::us(23);
   Time nvls_net_latency = Time::us(19);
-  // NVLS tree across nodes (v2.18.5 tuning.cc): algorithm bandwidth = busBw x .70 m / (2(m - 1)),
-  // where one node's NVLS gets busBw x 5/6 and a balanced tree over m nodes moves 2(m - 1)/m of a
-  // head's shard through each NIC: the pipelined NVLS tree moves its network data at .70 of the
-  // rate, and its NVLink data at .70 / (5/6) = 0.84 of one node's NVLS.
-  double nvls_tree_ratio = 0.70;
+  // The NVLS tree across nodes moves its data at this fraction of one node's NVLS rate on NVLink
+  // and of the NICs' rate on the network: v2.18.5 tuning.cc's bus-to-algorithm ratio for the NVLS
+  // tree on 2 nodes, .70, over NVLS's 5/6.
+  double nvls_tree_factor = 0.84;
   // Of the link's effective (ring) bandwidth, for the data once the per-loop synchronisation below
   // and the pipeline's fill and drain are set apart: 480 GB/s busbw at 8 GiB on 8 H100 (NCCL
   // maintainer) with 512 loops of 3.4 us and 14/9 of a loop's data time to fill and drain.
