@@ -69,6 +69,12 @@ Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommPa
   if (out.gpus < 1) {
     return Error(fmt::format("{}: the log names no ranks and no nThread/nGpus; give the GPU count with --gpus", log.path), "gpus");
   }
+  if (out.gpus == 1 && out.gpus_from == "nThread x nGpus") {
+    return Error(fmt::format("{}: the log has no '#  Rank' lines and its settings line counts 1 GPU (one MPI process's); give the "
+                             "run's GPU count with --gpus N",
+                             log.path),
+                 "gpus");
+  }
   if (out.gpus == 1 && bus_bandwidth_factor(out.op, 1) == 0) {
     return Error(fmt::format("{}: {} GPU count 1 ({}): a one-GPU {} moves nothing and its bus bandwidth is 0, so there is no error to "
                              "compute; an MPI run without '#  Rank' lines needs --gpus N",

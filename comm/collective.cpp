@@ -108,11 +108,29 @@ Transport Planner::intra_transport(const Layout& lay) const {
   return Transport::nvlink;
 }
 
-Time Planner::step_latency(Algo a, Protocol p, Transport t, bool multinode) const {
+hw::CpuVendor Planner::host_vendor(const Layout& lay) const {
+  // NCCL asks its own host (every rank's is alike in the clusters dtsim builds per node kind).
+  return lay.nodes.empty() ? hw::CpuVendor::other : topo_.node_template(lay.nodes.front().node).spec().cpu_vendor;
+}
+
+Time Planner::step_latency(Algo a, Protocol p, Transport t, const Layout& lay) const {
   Time s = params_.lat(a, p).step[static_cast<std::size_t>(t)];
-  // NCCL v2.18.5 tuning.cc: "inter-node rings still have to launch nsteps * net overhead".
-  if (a != Algo::tree && multinode && t != Transport::net) s = std::max(s, params_.net_overhead * (p == Protocol::simple ? 3 : 1));
+  // NCCL v2.18.5 tuning.cc: "inter-node rings still have to launch nsteps * net overhead", a host
+  // cost NCCL sets by the CPU's maker (getNetOverhead).
+  if (a != Algo::tree && lay.nodes.size() > 1 && t != Transport::net) {
+    const Time post = host_vendor(lay) == hw::CpuVendor::amd ? params_.net_overhead_amd : params_.net_overhead;
+    s = std::max(s, post * (p == Protocol::simple ? 3 : 1));
+  }
   return s;
+}
+
+double Planner::ll_max_busbw_GBps(const Layout& lay) const {
+  // NCCL v2.18.5 tuning.cc llMaxBws: on one node by the GPU (Ampere and Hopper alike), across
+  // nodes by the host CPU and whether there are 2 nodes or more.
+  if (lay.nodes.size() <= 1) return params_.ll_max_busbw_GBps;
+  const bool two = lay.nodes.size() == 2;
+  if (host_vendor(lay) == hw::CpuVendor::amd) return two ? params_.ll_max_busbw_amd_2nodes : params_.ll_max_busbw_amd_more;
+  return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
 }
 
 double Planner::bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const {
@@ -187,6 +205,12 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
     // when asked for by name.
     if (!req.algo && a == Algo::hierarchical) continue;
     if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
+  }
+  if (chosen.empty() && req.algo == Algo::nvls && req.op == CollOp::allreduce && lay.min_per_node <= 2) {
+    return Error(fmt::format("nvls needs more than 2 GPUs on every node (NCCL turns NVLS off below that); these {} GPUs have {} on "
+                             "a node",
+                             req.ranks.size(), lay.min_per_node),
+                 "algo");
   }
   if (chosen.empty()) {
     std::string valid;
@@ -280,12 +304,12 @@ void Planner::append_to_nic(int rank, int nic, hw::Path& out) {
   router_.append_local(node, g, t.nic_vertex(nic), out);
 }
 
-hw::Path Planner::edge_path(int from_rank, int to_rank, int nic, std::uint64_t label) {
+hw::Path Planner::edge_path(int from_rank, int to_rank, int nic, int to_nic, std::uint64_t label) {
   const int a = topo_.node_of(from_rank), b = topo_.node_of(to_rank);
   if (a == b) return router_.route(from_rank, to_rank, label);
   hw::Path p;
   const int src_nic = nic % std::max(1, topo_.fabric_nics(a));
-  const int dst_nic = nic % std::max(1, topo_.fabric_nics(b));
+  const int dst_nic = to_nic % std::max(1, topo_.fabric_nics(b));
   append_to_nic(from_rank, src_nic, p);
   const hw::NodeTemplate& tb = topo_.node_template(b);
   router_.append_fabric(topo_.vertex(a, topo_.node_template(a).nic_vertex(src_nic)), topo_.vertex(b, tb.nic_vertex(dst_nic)), label, p);
@@ -458,8 +482,8 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   const int nsteps = all_reduce ? 2 * (n - 1) : n - 1;
   const int ninter = all_reduce ? 2 * (m - 1) : m - 1;
   const Transport intra = intra_transport(lay);
-  Time intra_lat = step_latency(Algo::ring, proto, intra, multinode);
-  Time inter_lat = step_latency(Algo::ring, proto, Transport::net, multinode);
+  Time intra_lat = step_latency(Algo::ring, proto, intra, lay);
+  Time inter_lat = step_latency(Algo::ring, proto, Transport::net, lay);
   const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
   double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double per_edge = (all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n) * size.as_double() / nch;
@@ -472,15 +496,16 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
     for (int i = 0; i < n; ++i) {
       const int a = ch.order[static_cast<std::size_t>(i)], b = ch.order[static_cast<std::size_t>((i + 1) % n)];
       const int nic = ch.nic[node_index[topo_.node_of(a)]];
-      paths[c].push_back(edge_path(a, b, nic, label_of(c, static_cast<std::uint64_t>(i), 1)));
+      const int to_nic = ch.nic[node_index[topo_.node_of(b)]];
+      paths[c].push_back(edge_path(a, b, nic, to_nic, label_of(c, static_cast<std::uint64_t>(i), 1)));
       const Time path_lat = router_.latency(paths[c].back());
       if (topo_.node_of(a) != topo_.node_of(b)) inter_lat = std::max(inter_lat, path_lat);
       else intra_lat = std::max(intra_lat, path_lat);
     }
   }
-  // LL's bus bandwidth ceiling on one node (NCCL llMaxBws): lower the protocol factor until the
-  // ring's bus bandwidth on idle links stays under it.
-  if (proto == Protocol::ll && !multinode && params_.ll_max_busbw_GBps > 0) {
+  // LL's bus bandwidth ceiling (NCCL llMaxBws; across nodes by the host CPU): lower the protocol
+  // factor until the ring's bus bandwidth on idle links stays under it.
+  if (const double ll_max = ll_max_busbw_GBps(lay); proto == Protocol::ll && ll_max > 0) {
     std::map<std::uint32_t, double> load;
     for (const auto& ch : paths) {
       for (const auto& p : ch) {
@@ -491,7 +516,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
     for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
     if (worst > 0) {
       const double busbw = per_edge * nch / worst;  // bytes/s at factor 1
-      factor = std::min(factor, params_.ll_max_busbw_GBps * 1e9 / busbw);
+      factor = std::min(factor, ll_max * 1e9 / busbw);
     }
   }
 
@@ -559,8 +584,8 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   plan.channels = static_cast<int>(channels.size());
   const double nch = static_cast<double>(channels.size());
   const Transport intra = intra_transport(lay);
-  Time intra_lat = step_latency(Algo::ring, proto, intra, multinode);
-  Time inter_lat = step_latency(Algo::ring, proto, Transport::net, multinode);
+  Time intra_lat = step_latency(Algo::ring, proto, intra, lay);
+  Time inter_lat = step_latency(Algo::ring, proto, Transport::net, lay);
   const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double share = size.as_double() / nch;
   const double fill = static_cast<double>(n - 2) * std::min(share, params_.pipeline_chunk.as_double());
@@ -572,7 +597,8 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
     for (int i = 0; i + 1 < n; ++i) {
       int a = o[static_cast<std::size_t>(i)], b = o[static_cast<std::size_t>(i + 1)];
       if (op == CollOp::reduce) std::swap(a, b);  // data flows towards the root
-      const hw::Path p = edge_path(a, b, channels[c].nic[node_index[topo_.node_of(a)]], label_of(c, static_cast<std::uint64_t>(i), 2));
+      const hw::Path p = edge_path(a, b, channels[c].nic[node_index[topo_.node_of(a)]], channels[c].nic[node_index[topo_.node_of(b)]],
+                                   label_of(c, static_cast<std::uint64_t>(i), 2));
       Time& lat = topo_.node_of(a) != topo_.node_of(b) ? inter_lat : intra_lat;
       lat = std::max(lat, router_.latency(p));
       append(all, p);
@@ -591,8 +617,8 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   const int m = plan.nodes;
   const bool multinode = m > 1;
   const Transport intra = intra_transport(lay);
-  Time intra_lat = step_latency(Algo::tree, proto, intra, multinode);
-  Time inter_lat = step_latency(Algo::tree, proto, Transport::net, multinode);
+  Time intra_lat = step_latency(Algo::tree, proto, intra, lay);
+  Time inter_lat = step_latency(Algo::tree, proto, Transport::net, lay);
   const int per_node = lay.max_per_node;
   const double factor = bandwidth_factor(Algo::tree, proto, CollOp::allreduce, multinode);
 
@@ -631,8 +657,9 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
         const int parent = trees[static_cast<std::size_t>(tr)][k];
         if (multinode && parent >= 0) {
           const int head = chains[k][0], phead = chains[static_cast<std::size_t>(parent)][0];
-          add(all, edge_path(head, phead, nic[k], label_of(c, k, 5 + static_cast<std::uint64_t>(tr))), true);
-          add(all, edge_path(phead, head, nic[static_cast<std::size_t>(parent)], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))), true);
+          const int pnic = nic[static_cast<std::size_t>(parent)];
+          add(all, edge_path(head, phead, nic[k], pnic, label_of(c, k, 5 + static_cast<std::uint64_t>(tr))), true);
+          add(all, edge_path(phead, head, pnic, nic[k], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))), true);
         }
       }
       groups.push_back(std::move(all));
@@ -709,7 +736,7 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, Pl
       {
         const auto order = intra_orders(part)[0];
         hw::Path all;
-        Time step = step_latency(Algo::ring, proto, intra_transport(lay), true);
+        Time step = step_latency(Algo::ring, proto, intra_transport(lay), lay);
         for (std::size_t i = 0; i < order.size(); ++i) {
           const int a = topo_.first_rank(part.node) + order[i];
           const int b = topo_.first_rank(part.node) + order[(i + 1) % order.size()];
@@ -727,7 +754,7 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, Pl
   plan.phases.push_back(intra_phase(true));
   Phase inter;
   inter.what = "inter-node all-reduce per local GPU";
-  const Time net_step = step_latency(Algo::ring, proto, Transport::net, true);
+  const Time net_step = step_latency(Algo::ring, proto, Transport::net, lay);
   const double factor = bandwidth_factor(Algo::ring, proto, CollOp::allreduce, true);
   for (int j = 0; j < g; ++j) {
     std::vector<int> ring;
@@ -775,12 +802,14 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
   Time path_lat = Time::zero();
   double link = 0;  // the slowest GPU-to-switch link, bytes/s
   int gmax = 1;
-  for (const auto& part : lay.nodes) {
-    // As one node's NVLS: every GPU's link to the switch moves S(1 + 1/g) each way.
+  for (std::size_t k = 0; k < lay.nodes.size(); ++k) {
+    // Every GPU's link to the switch moves its S up (scatter) and the S of the result down
+    // (multicast); a head also takes its reduced shard down and multicasts it up, S / heads each
+    // way: S(1 + 1/g) for every GPU when every GPU is a head, as on one node.
+    const auto& part = lay.nodes[k];
     const hw::NodeTemplate& t = topo_.node_template(part.node);
-    const int g = static_cast<int>(part.locals.size());
-    gmax = std::max(gmax, g);
-    hw::Path all;
+    gmax = std::max(gmax, static_cast<int>(part.locals.size()));
+    hw::Path head_rounds, other_rounds;
     for (int l : part.locals) {
       hw::Path round;
       router_.append_local(part.node, l, t.nvswitch_vertex(), round);
@@ -790,9 +819,12 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
         const double c = topo_.link(id).capacity().bytes_per_s();
         link = link == 0 ? c : std::min(link, c);
       }
-      append(all, round);
+      const auto& own = heads[k];
+      const bool head = std::any_of(own.begin(), own.begin() + static_cast<std::ptrdiff_t>(nheads), [l](const OwnNic& o) { return o.local == l; });
+      append(head ? head_rounds : other_rounds, round);
     }
-    ph.groups.push_back(FlowGroup{to_uses(all), scaled(s * (1.0 + 1.0 / g), intra_factor), Time::zero()});
+    ph.groups.push_back(FlowGroup{to_uses(head_rounds), scaled(s * (1.0 + 1.0 / static_cast<double>(nheads)), intra_factor), Time::zero()});
+    if (!other_rounds.empty()) ph.groups.push_back(FlowGroup{to_uses(other_rounds), scaled(s, intra_factor), Time::zero()});
   }
   // Head h of every node: a double binary tree over the nodes, half the shard on each tree, up
   // (reduce) and down (broadcast) every edge, through the head's own NIC.
@@ -809,8 +841,8 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
         const OwnNic& up = heads[static_cast<std::size_t>(parent)][h];
         const int a = topo_.first_rank(lay.nodes[static_cast<std::size_t>(k)].node) + me.local;
         const int b = topo_.first_rank(lay.nodes[static_cast<std::size_t>(parent)].node) + up.local;
-        const hw::Path p_up = edge_path(a, b, me.nic, label_of(h, static_cast<std::uint64_t>(k), 11 + static_cast<std::uint64_t>(tr)));
-        const hw::Path p_down = edge_path(b, a, up.nic, label_of(h, static_cast<std::uint64_t>(k), 13 + static_cast<std::uint64_t>(tr)));
+        const hw::Path p_up = edge_path(a, b, me.nic, up.nic, label_of(h, static_cast<std::uint64_t>(k), 11 + static_cast<std::uint64_t>(tr)));
+        const hw::Path p_down = edge_path(b, a, up.nic, me.nic, label_of(h, static_cast<std::uint64_t>(k), 13 + static_cast<std::uint64_t>(tr)));
         net_lat = std::max({net_lat, router_.latency(p_up), router_.latency(p_down)});
         append(all, p_up);
         append(all, p_down);
@@ -851,7 +883,7 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
       const bool cross = topo_.node_of(a) != topo_.node_of(b);
       const hw::Path p = router_.route(a, b, label_of(i, 0, 11));
       ph.groups.push_back(FlowGroup{to_uses(p), scaled(size.as_double(), factor),
-                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode), router_.latency(p))});
+                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, lay), router_.latency(p))});
     }
   } else {
     // All-to-all: every rank sends S/n to every other rank; one coupled group per sender.
@@ -870,7 +902,7 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
         append(all, p);
       }
       ph.groups.push_back(FlowGroup{to_uses(all), scaled(size.as_double() / n, factor),
-                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, multinode), path_lat)});
+                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, lay), path_lat)});
     }
   }
   plan.channels = 1;

@@ -95,12 +95,15 @@ class Planner {
   Expected<Plan> plan_fixed(const CollectiveRequest& req, const Layout& lay, Algo algo, Protocol proto);
 
   Transport intra_transport(const Layout& lay) const;
-  Time step_latency(Algo a, Protocol p, Transport t, bool multinode) const;
+  Time step_latency(Algo a, Protocol p, Transport t, const Layout& lay) const;
+  hw::CpuVendor host_vendor(const Layout& lay) const;
+  double ll_max_busbw_GBps(const Layout& lay) const;
   double bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const;
 
-  // Path of a ring/tree edge between two GPU ranks; across nodes through NIC `nic` on both ends,
-  // reaching it over NVLink first (NCCL's PXN) when the sender is not the NIC's own GPU.
-  hw::Path edge_path(int from_rank, int to_rank, int nic, std::uint64_t label);
+  // Path of a ring/tree edge between two GPU ranks; across nodes out of the sender's NIC `nic` and
+  // into the receiver's NIC `to_nic`, reaching the first over NVLink (NCCL's PXN) when the sender
+  // is not the NIC's own GPU.
+  hw::Path edge_path(int from_rank, int to_rank, int nic, int to_nic, std::uint64_t label);
   void append_to_nic(int rank, int nic, hw::Path& out);
   // Node-local GPU orders (one per channel) for a ring through `part`.
   std::vector<std::vector<int>> intra_orders(const NodePart& part);
@@ -111,8 +114,9 @@ class Planner {
     std::vector<int> nic;  // by node index in the layout
   };
   // One node: one channel per distinct GPU order (several on NVLink meshes). Several nodes: one
-  // per NIC that the communicator's GPUs on a node own (their nearest NICs), each ring leaving
-  // every node through the same NIC index (rail-aligned).
+  // per NIC that the communicator's GPUs on a node own (their nearest NICs); channel c leaves and
+  // enters every node through that node's c-th own NIC (the same NIC index on every node when the
+  // nodes hold the same GPUs: rail-aligned).
   std::vector<RingChannel> ring_channels(const Layout& lay);
   // The NICs the communicator's GPUs on a node own (each GPU's nearest), in local order, with the
   // first GPU owning each: a ring channel's NIC, or an NVLS tree head.

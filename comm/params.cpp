@@ -160,28 +160,40 @@ std::vector<ParamInfo> build_table() {
   fraction("tree.LL128.bandwidth_factor", &CommParams::tree_ll128, "bus bandwidth fraction of tree LL128 on one node (0.92 x 7/9)", refine);
   fraction("tree.LL128.bandwidth_factor.multinode", &CommParams::tree_ll128_multinode,
            "bus bandwidth fraction of tree LL128 across nodes (0.92 x 120/128)", refine);
-  t.push_back(ParamInfo{"LL.max_busbw", "GB/s", "ceiling of the LL protocol's bus bandwidth on one node (Ampere, Hopper)",
-                        "NCCL v2.18.5 src/graph/tuning.cc (llMaxBws)",
-                        [](const CommParams& c) { return fmt::format("{:.4g}", c.ll_max_busbw_GBps); },
-                        [](CommParams& c, std::string_view v) {
-                          double x = 0;
-                          auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-                          if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > 1e6) {
-                            return Status(Error(fmt::format("'{}' is not a bandwidth in GB/s above 0", v)));
-                          }
-                          c.ll_max_busbw_GBps = x;
-                          return Status();
-                        }});
-  t.push_back(ParamInfo{"net_overhead", "time", "host cost of posting one network operation; floor of a multi-node ring's intra-node step (x3 with Simple)",
+  auto gbps = [&](std::string name, double CommParams::*m, std::string help, std::string source) {
+    t.push_back(ParamInfo{std::move(name), "GB/s", std::move(help), std::move(source),
+                          [m](const CommParams& c) { return fmt::format("{:.4g}", c.*m); },
+                          [m](CommParams& c, std::string_view v) {
+                            double x = 0;
+                            auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+                            if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > 1e6) {
+                              return Status(Error(fmt::format("'{}' is not a bandwidth in GB/s above 0", v)));
+                            }
+                            c.*m = x;
+                            return Status();
+                          }});
+  };
+  const std::string llmax = "NCCL v2.18.5 src/graph/tuning.cc (llMaxBws)";
+  gbps("LL.max_busbw", &CommParams::ll_max_busbw_GBps, "ceiling of the LL protocol's bus bandwidth on one node (Ampere, Hopper)", llmax);
+  gbps("LL.max_busbw.intel.2nodes", &CommParams::ll_max_busbw_intel_2nodes, "LL's bus bandwidth ceiling on 2 nodes with Intel (or other) host CPUs", llmax);
+  gbps("LL.max_busbw.intel.more", &CommParams::ll_max_busbw_intel_more, "LL's bus bandwidth ceiling on 3 nodes or more with Intel (or other) host CPUs", llmax);
+  gbps("LL.max_busbw.amd.2nodes", &CommParams::ll_max_busbw_amd_2nodes, "LL's bus bandwidth ceiling on 2 nodes with AMD host CPUs", llmax);
+  gbps("LL.max_busbw.amd.more", &CommParams::ll_max_busbw_amd_more, "LL's bus bandwidth ceiling on 3 nodes or more with AMD host CPUs", llmax);
+  t.push_back(ParamInfo{"net_overhead", "time",
+                        "host cost of posting one network operation (Intel and other host CPUs); floor of a multi-node ring's intra-node step (x3 with Simple)",
                         "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)",
                         [](const CommParams& c) { return to_string(c.net_overhead); },
                         [](CommParams& c, std::string_view v) { return set_time(c.net_overhead, v); }});
+  t.push_back(ParamInfo{"net_overhead.amd", "time", "host cost of posting one network operation on AMD host CPUs",
+                        "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)",
+                        [](const CommParams& c) { return to_string(c.net_overhead_amd); },
+                        [](CommParams& c, std::string_view v) { return set_time(c.net_overhead_amd, v); }});
   t.push_back(ParamInfo{"nvls.latency", "time", "fixed latency of one NVLink SHARP all-reduce",
                         "NCCL v2.18.5 src/graph/tuning.cc (baseLat NVLS 23 us)",
                         [](const CommParams& c) { return to_string(c.nvls_latency); },
                         [](CommParams& c, std::string_view v) { return set_time(c.nvls_latency, v); }});
-  t.push_back(ParamInfo{"nvls.net_latency", "time", "added latency of the NVLS tree across nodes, paid 2 log2(m) times over m nodes",
-                        "NCCL v2.19.3 src/graph/tuning.cc (hwLat NET NVLSTree 19 us; latency += 2 log2i(nNodes) x interLat)",
+  t.push_back(ParamInfo{"nvls.net_latency", "time", "added latency of the NVLS tree across nodes, paid 2 ceil(log2 m) times over m nodes (up and down the tree's depth)",
+                        "NCCL v2.19.3 src/graph/tuning.cc (hwLat NET NVLSTree 19 us; its tuner adds 2 log2i(nNodes) x this, log2i rounding down)",
                         [](const CommParams& c) { return to_string(c.nvls_net_latency); },
                         [](CommParams& c, std::string_view v) { return set_time(c.nvls_net_latency, v); }});
   fraction("nvls.efficiency", &CommParams::nvls_efficiency,

@@ -49,12 +49,21 @@ struct CommParams {
   double tree_ll128_multinode = 0.92 * 120.0 / 128.0;  // several nodes (NCCL: 120/128)
   // LL's bus bandwidth ceiling on one node of Ampere or Hopper GPUs (NCCL llMaxBws, GB/s).
   double ll_max_busbw_GBps = 87.7;
-  // Host cost of posting one network operation (NCCL getNetOverhead: 1 us on Intel CPUs, 2 us on
-  // AMD); a multi-node ring's intra-node step is never faster, and Simple pays it three times.
+  // Host cost of posting one network operation (NCCL getNetOverhead: 1 us on Intel CPUs and
+  // others, 2 us on AMD); a multi-node ring's intra-node step is never faster, and Simple pays it
+  // three times.
   Time net_overhead = Time::us(1);
+  Time net_overhead_amd = Time::us(2);
+  // LL's bus bandwidth ceiling across nodes (NCCL v2.18.5 llMaxBws, by the host CPU: Intel and
+  // others {2 nodes, more}, AMD {2 nodes, more}; GB/s).
+  double ll_max_busbw_intel_2nodes = 39.0;
+  double ll_max_busbw_intel_more = 20.4;
+  double ll_max_busbw_amd_2nodes = 22.5;
+  double ll_max_busbw_amd_more = 19.0;
   // NVLink SHARP (in-switch reduction): NCCL baseLat for NVLS (and the NVLS tree), and hwLat NET
-  // for the NVLS tree, paid 2 log2(m) times over m nodes (v2.19.3 tuning.cc; 2.18.5 charged it
-  // 2 (m - 1) times, which kept the tree from ever winning at scale).
+  // for the NVLS tree, paid 2 ceil(log2 m) times over m nodes, up and down the depth of the tree
+  // dtsim builds (v2.19.3 tuning.cc adds 2 log2i(m), rounding down; 2.18.5 charged 2 (m - 1),
+  // which kept the tree from ever winning at scale).
   Time nvls_latency = Time::us(23);
   Time nvls_net_latency = Time::us(19);
   // The NVLS tree across nodes moves its data at this fraction of one node's NVLS rate on NVLink

@@ -314,6 +314,12 @@ std::optional<hw::NodeSpec> HardwareLoader::node_from(MapReader& r) {
   if (auto g = gpu(r, "gpu")) n.gpu = *g;
   n.gpus = static_cast<int>(r.integer("gpus", true, 1, 1024).value_or(0));
   n.cpus = static_cast<int>(r.integer("cpus", false, 1, 16).value_or(1));
+  if (auto v = r.string("cpu_vendor")) {
+    if (*v == "intel") n.cpu_vendor = hw::CpuVendor::intel;
+    else if (*v == "amd") n.cpu_vendor = hw::CpuVendor::amd;
+    else if (*v == "other") n.cpu_vendor = hw::CpuVendor::other;
+    else r.error("cpu_vendor", fmt::format("unknown CPU vendor '{}' (use intel, amd or other)", *v));
+  }
   if (r.has("cpu_interconnect")) n.cpu_link = link_type(r, "cpu_interconnect", false);
   else r.node("cpu_interconnect");
   // Refused here, in the node's own file, rather than when the topology is built (where the error

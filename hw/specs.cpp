@@ -56,6 +56,15 @@ std::string_view to_string(NvlinkTopology t) {
   return "?";
 }
 
+std::string_view to_string(CpuVendor v) {
+  switch (v) {
+    case CpuVendor::intel: return "intel";
+    case CpuVendor::amd: return "amd";
+    case CpuVendor::other: return "other";
+  }
+  return "?";
+}
+
 std::string_view to_string(FabricKind k) {
   switch (k) {
     case FabricKind::single_switch: return "single-switch";

@@ -52,6 +52,10 @@ struct LinkType {
 enum class NvlinkTopology { none, nvswitch, mesh };
 std::string_view to_string(NvlinkTopology t);
 
+// The host CPU's maker: NCCL's tuner charges network posts and caps LL across nodes by it.
+enum class CpuVendor { intel, amd, other };
+std::string_view to_string(CpuVendor v);
+
 struct NvlinkPair {
   int a = 0, b = 0, links = 1;
 };
@@ -97,6 +101,7 @@ struct NodeSpec {
   GpuSpec gpu;
   int gpus = 0;
   int cpus = 1;
+  CpuVendor cpu_vendor = CpuVendor::other;
   std::optional<LinkType> cpu_link;  // between sockets, when cpus > 1
   NvlinkTopology nvlink_topology = NvlinkTopology::none;
   std::optional<LinkType> nvlink;    // one NVLink link

@@ -268,7 +268,14 @@ TEST(CliCompare, TellsAnMpiRunsGpuCountFromItsBandwidths) {
   write(log, odd);
   r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("needs --gpus N"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--gpus N"), std::string::npos) << r.out;
+  // A broadcast's bandwidths never tell the GPU count (busbw = algbw whatever n): refused alike
+  // rather than compared as one GPU.
+  const std::string bcast = temp("broadcast_perf-mpi.log");
+  write(bcast, table);
+  r = run("collective --cluster dgx-h100 --nodes 2 --compare " + bcast);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--gpus N"), std::string::npos) << r.out;
   r = run("collective --cluster dgx-h100 --nodes 2 --gpus 16 --compare " + log);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("on 16 GPUs (from --gpus; hosts not named)"), std::string::npos) << r.out;

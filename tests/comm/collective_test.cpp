@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
 
 #include "tests/hw/fixtures.hpp"
 
@@ -225,6 +228,22 @@ TEST(Nvls, AcrossNodesIsOnePipelinedTreeOfHeads) {
   }
 }
 
+// The same with one NIC per pair of GPUs: 4 heads per node (GPUs 0, 2, 4, 6, each owning a NIC).
+// A head's switch link carries S(1 + 1/4), the others' S; each head's shard is S/4, so each NIC
+// moves S/8 per tree each way, S/4 in all. 1 GiB: loops of 16 channels x 4 heads x 128 KiB = 8 MiB,
+// 128 of them; the fill and drain is one loop's 2 (g - 1)/g with g = 8 GPUs.
+TEST(Nvls, AcrossNodesWithFewerHeadsThanGpus) {
+  const double S = 1073741824.0;
+  const double intra_rate = 0.887 * 0.84 * 100 * GB;
+  Fixture f(cluster(nvswitch_node(8, false, 50), 2, hw::FabricKind::single_switch));
+  const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::nvls, Protocol::simple);
+  const double intra = S * (1 + 1.0 / 4) / intra_rate;
+  const double net = S / 4 / (0.84 * 50 * GB);
+  const double fixed = us(23) + 2 * us(19) + (128 + 2) * us(3.4) + 2.0 * 7 / 8 * 8 * 1048576.0 / intra_rate;
+  const double expected = fixed + std::max(intra, net);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+}
+
 // NCCL v2.18.5 (transport/nvls.cc ncclNvlsInit) runs NVLS only with more than 2 GPUs of the
 // communicator on a node: a pair of GPUs per node never gets it, even when asked for.
 TEST(Nvls, NeedsMoreThanTwoGpusPerNode) {
@@ -235,6 +254,10 @@ TEST(Nvls, NeedsMoreThanTwoGpusPerNode) {
   req.ranks = {0, 1, 8, 9};
   req.algo = Algo::nvls;
   EXPECT_FALSE(f.planner.plan(req).ok());
+  req.ranks = {0, 1, 2, 8, 9};  // 3 GPUs on one node, 2 on the other
+  const auto uneven = f.planner.plan(req);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.error().message.find("more than 2 GPUs on every node"), std::string::npos) << uneven.error().message;
   req.ranks = {0, 1, 2, 8, 9, 10};
   EXPECT_TRUE(f.planner.plan(req).ok());
 }
@@ -346,6 +369,72 @@ TEST(Contention, StridedGroupsLeaveThroughTheirOwnGpusNics) {
   sim.run();
   EXPECT_NEAR(end_a.seconds(), alone, 0.01 * alone);
   EXPECT_NEAR(end_b.seconds(), alone, 0.01 * alone);
+}
+
+TEST(Contention, EachNodeSendsAndReceivesThroughItsOwnGpusNics) {
+  // GPUs 0-3 of node 0 and GPUs 4-7 of node 1 (NIC k beside GPUs 2k, 2k + 1): node 0's own NICs
+  // are 0 and 1, node 1's are 2 and 3. Both channels of the ring must enter and leave each node
+  // through that node's own NICs, never through the other node's NIC numbers.
+  Fixture f(cluster(nvswitch_node(8, false, 10), 2, hw::FabricKind::single_switch));
+  const Plan p = f.plan(CollOp::allreduce, Bytes(1073741824), Algo::ring, Protocol::simple, {0, 1, 2, 3, 12, 13, 14, 15});
+  EXPECT_EQ(p.channels, 2);
+  std::set<std::string> nics;
+  for (const auto& ph : p.phases) {
+    for (const auto& g : ph.groups) {
+      for (const auto& u : g.uses) {
+        const std::string name = f.topo.link_name(u.link);
+        for (const char* nic : {"n0.nic0", "n0.nic1", "n0.nic2", "n0.nic3", "n1.nic0", "n1.nic1", "n1.nic2", "n1.nic3"}) {
+          if (name.find(nic) != std::string::npos) nics.insert(nic);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(nics, (std::set<std::string>{"n0.nic0", "n0.nic1", "n1.nic2", "n1.nic3"}));
+}
+
+// NCCL v2.18.5 tuning.cc sets two host costs by the CPU's maker. getNetOverhead: posting a network
+// operation takes 1 us on Intel (and other) CPUs, 2 us on AMD, and a multi-node ring's
+// intra-node step is never faster. 8 bytes, ring LL, 2 nodes x 8 GPUs: 30 steps, 2 of them across
+// nodes (2.7 us), 28 in the nodes at max(0.6 us, the post): 6.6 + 28 x 1 + 2 x 2.7 = 40.0 us on
+// Intel, 6.6 + 28 x 2 + 5.4 = 68.0 us on AMD.
+TEST(HostCpu, NetworkPostsCostTwiceAsMuchOnAmd) {
+  // The inter-node steps pay their path's latency where it exceeds 2.7 us (3.6 us here, through
+  // NVLink to the NIC's GPU, PCIe, the NIC and the switch), the same on both hosts: the difference
+  // is the 28 intra-node steps' extra microsecond.
+  std::map<hw::CpuVendor, double> t;
+  for (const hw::CpuVendor vendor : {hw::CpuVendor::intel, hw::CpuVendor::amd}) {
+    auto node = nvswitch_node();
+    node.cpu_vendor = vendor;
+    Fixture f(cluster(node, 2, hw::FabricKind::single_switch));
+    t[vendor] = f.simulate(f.plan(CollOp::allreduce, Bytes(8), Algo::ring, Protocol::ll));
+  }
+  EXPECT_GE(t[hw::CpuVendor::intel], us(40.0));
+  EXPECT_NEAR(t[hw::CpuVendor::amd] - t[hw::CpuVendor::intel], us(28.0), us(0.05));
+}
+
+// llMaxBws: LL's bus bandwidth across nodes is capped by the host CPU and the node count: 39.0
+// GB/s on 2 Intel nodes, 20.4 on more; 22.5 and 19.0 on AMD. 256 MiB over 2 or 4 nodes of 8 GPUs
+// (8 NICs of 50 GB/s each, NVLink made fast enough not to bind: LL at a quarter of the NICs would
+// be 100 GB/s): busbw at the cap, the latency (under 0.2 ms against 11-27 ms of data) aside.
+TEST(HostCpu, LlAcrossNodesStaysUnderNcclsCeilingForTheHost) {
+  struct Case {
+    hw::CpuVendor vendor;
+    int nodes;
+    double cap;
+  };
+  for (const Case& c : {Case{hw::CpuVendor::intel, 2, 39.0}, Case{hw::CpuVendor::intel, 4, 20.4}, Case{hw::CpuVendor::amd, 2, 22.5},
+                        Case{hw::CpuVendor::amd, 4, 19.0}, Case{hw::CpuVendor::other, 4, 20.4}}) {
+    auto node = nvswitch_node();
+    node.cpu_vendor = c.vendor;
+    node.nvlink = hw::testing::link("nvl", hw::LinkKind::nvlink, 250, Time::ns(300));
+    Fixture f(cluster(node, c.nodes, hw::FabricKind::single_switch));
+    const double S = 268435456.0;
+    const int n = 8 * c.nodes;
+    const Plan p = f.plan(CollOp::allreduce, Bytes(268435456), Algo::ring, Protocol::ll);
+    const double busbw = 2.0 * (n - 1) / n * S / f.simulate(p) / GB;
+    EXPECT_LT(busbw, c.cap) << hw::to_string(c.vendor) << " " << c.nodes;
+    EXPECT_GT(busbw, 0.98 * c.cap) << hw::to_string(c.vendor) << " " << c.nodes;
+  }
 }
 
 TEST(Auto, PicksLowLatencyProtocolsForSmallMessagesAndBandwidthForLarge) {

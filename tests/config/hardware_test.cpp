@@ -174,6 +174,32 @@ TEST(BadInput, NodeErrorsPointIntoTheNodeFile) {
   EXPECT_NE(d.message.find("GPU 3"), std::string::npos) << d.to_string();
 }
 
+// The host CPU's maker sets NCCL's network post cost and LL ceiling across nodes: the DGX A100
+// preset says AMD (EPYC 7742), the DGX H100 preset Intel (Xeon 8480C); a maker dtsim does not know
+// is refused at its line.
+TEST(BadInput, CpuVendorIsIntelAmdOrOther) {
+  LoadContext ctx;
+  auto a100 = load_cluster(ClusterRequest{"dgx-a100-80g", 2, std::nullopt}, ctx);
+  auto h100 = load_cluster(ClusterRequest{"dgx-h100", 2, std::nullopt}, ctx);
+  ASSERT_TRUE(a100.has_value() && h100.has_value()) << ctx.diagnostics.to_string();
+  EXPECT_EQ(a100->groups.at(0).node.cpu_vendor, hw::CpuVendor::amd);
+  EXPECT_EQ(h100->groups.at(0).node.cpu_vendor, hw::CpuVendor::intel);
+  const std::string node_file = write_temp("vendor.yaml",
+                                           "name: odd-cpu\n"
+                                           "gpu: h100-sxm\n"
+                                           "gpus: 1\n"
+                                           "cpu_vendor: via\n"
+                                           "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0]}]}\n");
+  LoadContext bad;
+  const std::string f = write_temp("uses-vendor.yaml", "node: " + node_file + "\n");
+  EXPECT_FALSE(load(f, bad).has_value());
+  ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
+  const auto& d = bad.diagnostics.items().at(0);
+  EXPECT_EQ(d.where.file, node_file);
+  EXPECT_EQ(d.where.line, 4);
+  EXPECT_NE(d.message.find("unknown CPU vendor 'via'"), std::string::npos) << d.to_string();
+}
+
 TEST(BadInput, AllProblemsOfAFileAreReportedTogether) {
   LoadContext ctx;
   const std::string f = write_temp("many.yaml", "node: dgx-h100\nnodes: -3\ngpus_per_node: lots\nfabric: {kind: torus}\n");

@@ -156,9 +156,15 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
 
 // Large-message all-reduce across 2 and 4 nodes of 8 H100 on 8 x 400 Gb/s RoCE, as quoted in
 // NVIDIA/nccl#1221 (data/published/nccl-allreduce-multinode-points.csv, held out: no constant
-// comes from it). NCCL_NVLS_ENABLE=1 on 2 nodes runs the NVLS tree; with it off, or on 4 nodes,
-// NCCL runs a ring or a tree. dtsim's presets (dgx-h100 nodes, roce-400 NICs) within 10% of
-// each, at 4 and 8 GiB; the figures are rounded by the reporter, so no tighter claim is made.
+// comes from it), at 4 and 8 GiB, within 10% (the figures are rounded by the reporter, so no
+// tighter claim is made):
+//  - NCCL_NVLS_ENABLE=1 on 2 nodes: dtsim's automatic choice must be the NVLS tree;
+//  - 4 nodes, NVLS on or off (the same figure): the automatic choice must be the ring, as NCCL's
+//    was (NVLS made no difference);
+//  - NVLS off on 2 nodes: compared with dtsim's ring, which NCCL runs on nodes of 8 NICs (its
+//    maintainer in nccl-tests#196: "if you have 8 NICs, Tree will struggle to get better
+//    performance than ring without using 32 SMs (which we disallow)"). dtsim's own choice there
+//    is its tree, 10% above the quote: its tree has no per-channel SM limit (docs/validation.md).
 TEST(PublishedNccl, MultiNodeH100AllReduceQuotedInNcclIssue1221) {
   std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-allreduce-multinode-points.csv");
   ASSERT_TRUE(in.good());
@@ -171,7 +177,7 @@ TEST(PublishedNccl, MultiNodeH100AllReduceQuotedInNcclIssue1221) {
     for (std::string cell; std::getline(ls, cell, ',');) f.push_back(cell);
     ASSERT_EQ(f.size(), 9u) << line;
     const int gpus = std::stoi(f[1]), nodes = std::stoi(f[2]);
-    const bool nvls = f[5] == "NCCL_NVLS_ENABLE=1";
+    const bool nvls_off = f[5] == "NCCL_NVLS_ENABLE=0";
     const double measured = std::stod(f[8]);
     const std::string yaml = ::testing::TempDir() + "/h100-roce-" + std::to_string(nodes) + ".yaml";
     std::ofstream(yaml) << "name: h100-roce\nnode: dgx-h100\nnodes: " << nodes << "\nfabric: {kind: rail-optimized, nic: " << f[3]
@@ -188,15 +194,11 @@ TEST(PublishedNccl, MultiNodeH100AllReduceQuotedInNcclIssue1221) {
       req.op = CollOp::allreduce;
       req.size = Bytes(bytes);
       for (int r = 0; r < gpus; ++r) req.ranks.push_back(r);
-      // NVLS off: the faster of NCCL's ring and tree, as its tuner picks them.
-      std::optional<comm::Plan> best;
-      for (const auto algo : nvls ? std::vector<comm::Algo>{comm::Algo::nvls} : std::vector<comm::Algo>{comm::Algo::ring, comm::Algo::tree}) {
-        req.algo = algo;
-        auto p = planner.plan(req);
-        ASSERT_TRUE(p.ok()) << p.error().message;
-        if (!best || p->estimate < best->estimate) best = *p;
-      }
-      const double t = comm::simulate_alone(*topo, *best).seconds();
+      if (nvls_off) req.algo = comm::Algo::ring;
+      auto p = planner.plan(req);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      EXPECT_EQ(p->algo, nvls_off || nodes > 2 ? comm::Algo::ring : comm::Algo::nvls) << line;
+      const double t = comm::simulate_alone(*topo, *p).seconds();
       const double busbw = busbw_GBps(CollOp::allreduce, gpus, static_cast<double>(bytes), t);
       EXPECT_NEAR(busbw, measured, 0.10 * measured) << line << " at " << bytes;
     }
