@@ -173,29 +173,24 @@ std::vector<ParamInfo> build_table() {
                             return Status();
                           }});
   };
+  auto time_param = [&](std::string name, Time CommParams::*m, std::string help, std::string source) {
+    t.push_back(ParamInfo{std::move(name), "time", std::move(help), std::move(source), [m](const CommParams& c) { return to_string(c.*m); },
+                          [m](CommParams& c, std::string_view v) { return set_time(c.*m, v); }});
+  };
   const std::string llmax = "NCCL v2.18.5 src/graph/tuning.cc (llMaxBws)";
   gbps("LL.max_busbw", &CommParams::ll_max_busbw_GBps, "ceiling of the LL protocol's bus bandwidth on one node (Ampere, Hopper)", llmax);
   gbps("LL.max_busbw.intel.2nodes", &CommParams::ll_max_busbw_intel_2nodes, "LL's bus bandwidth ceiling on 2 nodes with Intel (or other) host CPUs", llmax);
   gbps("LL.max_busbw.intel.more", &CommParams::ll_max_busbw_intel_more, "LL's bus bandwidth ceiling on 3 nodes or more with Intel (or other) host CPUs", llmax);
   gbps("LL.max_busbw.amd.2nodes", &CommParams::ll_max_busbw_amd_2nodes, "LL's bus bandwidth ceiling on 2 nodes with AMD host CPUs", llmax);
   gbps("LL.max_busbw.amd.more", &CommParams::ll_max_busbw_amd_more, "LL's bus bandwidth ceiling on 3 nodes or more with AMD host CPUs", llmax);
-  t.push_back(ParamInfo{"net_overhead", "time",
-                        "host cost of posting one network operation (Intel and other host CPUs); floor of a multi-node ring's intra-node step (x3 with Simple)",
-                        "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)",
-                        [](const CommParams& c) { return to_string(c.net_overhead); },
-                        [](CommParams& c, std::string_view v) { return set_time(c.net_overhead, v); }});
-  t.push_back(ParamInfo{"net_overhead.amd", "time", "host cost of posting one network operation on AMD host CPUs",
-                        "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)",
-                        [](const CommParams& c) { return to_string(c.net_overhead_amd); },
-                        [](CommParams& c, std::string_view v) { return set_time(c.net_overhead_amd, v); }});
-  t.push_back(ParamInfo{"nvls.latency", "time", "fixed latency of one NVLink SHARP all-reduce",
-                        "NCCL v2.18.5 src/graph/tuning.cc (baseLat NVLS 23 us)",
-                        [](const CommParams& c) { return to_string(c.nvls_latency); },
-                        [](CommParams& c, std::string_view v) { return set_time(c.nvls_latency, v); }});
-  t.push_back(ParamInfo{"nvls.net_latency", "time", "added latency of the NVLS tree across nodes, paid 2 ceil(log2 m) times over m nodes (up and down the tree's depth)",
-                        "NCCL v2.19.3 src/graph/tuning.cc (hwLat NET NVLSTree 19 us; its tuner adds 2 log2i(nNodes) x this, log2i rounding down)",
-                        [](const CommParams& c) { return to_string(c.nvls_net_latency); },
-                        [](CommParams& c, std::string_view v) { return set_time(c.nvls_net_latency, v); }});
+  time_param("net_overhead", &CommParams::net_overhead, "host cost of posting one network operation (Intel and other host CPUs); floor of a multi-node ring's intra-node step (x3 with Simple)",
+             "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)");
+  time_param("net_overhead.amd", &CommParams::net_overhead_amd, "host cost of posting one network operation on AMD host CPUs",
+             "NCCL v2.18.5 src/graph/tuning.cc (getNetOverhead: 1 us Intel, 2 us AMD)");
+  time_param("nvls.latency", &CommParams::nvls_latency, "fixed latency of one NVLink SHARP all-reduce",
+             "NCCL v2.18.5 src/graph/tuning.cc (baseLat NVLS 23 us)");
+  time_param("nvls.net_latency", &CommParams::nvls_net_latency, "added latency of the NVLS tree across nodes, paid 2 ceil(log2 m) times over m nodes (up and down the tree's depth)",
+             "NCCL v2.19.3 src/graph/tuning.cc (hwLat NET NVLSTree 19 us; its tuner adds 2 log2i(nNodes) x this, log2i rounding down)");
   fraction("nvls.efficiency", &CommParams::nvls_efficiency,
            "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth, per-loop synchronisation set apart",
            "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82, "
@@ -203,11 +198,8 @@ std::vector<ParamInfo> build_table() {
   fraction("nvls.tree_factor", &CommParams::nvls_tree_factor,
            "NVLS tree across nodes: data rate as a fraction of one node's NVLS rate (NVLink) and of the NICs' rate (network)",
            "NCCL v2.18.5 src/graph/tuning.cc (bus-to-algorithm bandwidth ratio of the NVLS tree on 2 nodes .70, over NVLS's 5/6)");
-  t.push_back(ParamInfo{"nvls.loop_latency", "time",
-                        "synchronisation of one NVLS loop (channels x GPUs x chunk bytes), paid once per loop plus twice to fill the 3-stage pipeline",
-                        "NCCL v2.18.5 src/graph/tuning.cc (hwLat NVLink ring Simple: one Simple step handoff)",
-                        [](const CommParams& c) { return to_string(c.nvls_loop_latency); },
-                        [](CommParams& c, std::string_view v) { return set_time(c.nvls_loop_latency, v); }});
+  time_param("nvls.loop_latency", &CommParams::nvls_loop_latency, "synchronisation of one NVLS loop (channels x GPUs x chunk bytes), paid once per loop plus twice to fill the 3-stage pipeline",
+             "NCCL v2.18.5 src/graph/tuning.cc (hwLat NVLink ring Simple: one Simple step handoff)");
   auto count = [&](std::string name, int CommParams::*m, std::string help, std::string source) {
     t.push_back(ParamInfo{std::move(name), "count", std::move(help), std::move(source),
                           [m](const CommParams& c) { return fmt::format("{}", c.*m); },
@@ -238,11 +230,8 @@ std::vector<ParamInfo> build_table() {
   t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",
                         "default 0; calibration fits it", [](const CommParams& c) { return to_string(c.call_overhead); },
                         [](CommParams& c, std::string_view v) { return set_time(c.call_overhead, v); }});
-  t.push_back(ParamInfo{"launch_overhead", "time",
-                        "host time to enqueue and launch one collective on one GPU; bounds nccl-tests iterations with -g N from below (N x this)",
-                        "nccl-tests#123: DGX A100, 8 bytes, one channel, -g 4 and -g 8 take 16.9 and 33.7 us = 4.2 us per GPU",
-                        [](const CommParams& c) { return to_string(c.launch_overhead); },
-                        [](CommParams& c, std::string_view v) { return set_time(c.launch_overhead, v); }});
+  time_param("launch_overhead", &CommParams::launch_overhead, "host time to enqueue and launch one collective on one GPU; bounds nccl-tests iterations with -g N from below (N x this)",
+             "nccl-tests#123: DGX A100, 8 bytes, one channel, -g 4 and -g 8 take 16.9 and 33.7 us = 4.2 us per GPU");
   return t;
 }
 

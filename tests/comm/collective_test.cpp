@@ -41,6 +41,17 @@ struct Fixture {
     return std::move(pl).value();
   }
   double simulate(const Plan& p) { return simulate_alone(topo, p).seconds(); }
+  // Two plans started together on one network: when each ends, in seconds.
+  std::pair<double, double> simulate_together(const Plan& a, const Plan& b) {
+    Simulator sim;
+    FlowNetwork net(sim, std::make_unique<MaxMinSharing>());
+    topo.install(net);
+    Time end_a, end_b;
+    execute(net, a, [&] { end_a = sim.now(); });
+    execute(net, b, [&] { end_b = sim.now(); });
+    sim.run();
+    return {end_a.seconds(), end_b.seconds()};
+  }
 };
 
 double us(double v) { return v * 1e-6; }
@@ -329,18 +340,11 @@ TEST(Contention, TwoRingsSharingANicTakeTwiceTheBandwidthTime) {
   const Plan a = f.plan(CollOp::allreduce, size, Algo::ring, Protocol::simple, {0, 8});
   const Plan b = f.plan(CollOp::allreduce, size, Algo::ring, Protocol::simple, {1, 9});
   const double alone = f.simulate(a);
-
-  Simulator sim;
-  FlowNetwork net(sim, std::make_unique<MaxMinSharing>());
-  f.topo.install(net);
-  Time end_a, end_b;
-  execute(net, a, [&] { end_a = sim.now(); });
-  execute(net, b, [&] { end_b = sim.now(); });
-  sim.run();
+  const auto [end_a, end_b] = f.simulate_together(a, b);
   const double latency = us(8.4) + 2 * us(14.0);
   const double data = 1.0 * 1073741824.0 / (10 * GB);  // 2(n-1)/n = 1 for n = 2
   EXPECT_NEAR(alone, latency + data, 0.01 * alone);
-  EXPECT_NEAR(end_a.seconds(), latency + 2 * data, 0.01 * alone);
+  EXPECT_NEAR(end_a, latency + 2 * data, 0.01 * alone);
   EXPECT_EQ(end_a, end_b);
 }
 
@@ -359,16 +363,9 @@ TEST(Contention, StridedGroupsLeaveThroughTheirOwnGpusNics) {
   const double data = 2.0 * 3 / 4 * S / (2 * 10 * GB);
   EXPECT_GT(alone, data);
   EXPECT_LT(alone, data + 0.002);  // latency and slice handoffs: well under 2 ms here
-
-  Simulator sim;
-  FlowNetwork net(sim, std::make_unique<MaxMinSharing>());
-  f.topo.install(net);
-  Time end_a, end_b;
-  execute(net, a, [&] { end_a = sim.now(); });
-  execute(net, b, [&] { end_b = sim.now(); });
-  sim.run();
-  EXPECT_NEAR(end_a.seconds(), alone, 0.01 * alone);
-  EXPECT_NEAR(end_b.seconds(), alone, 0.01 * alone);
+  const auto [end_a, end_b] = f.simulate_together(a, b);
+  EXPECT_NEAR(end_a, alone, 0.01 * alone);
+  EXPECT_NEAR(end_b, alone, 0.01 * alone);
 }
 
 TEST(Contention, EachNodeSendsAndReceivesThroughItsOwnGpusNics) {
