@@ -675,45 +675,53 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   plan.phases.push_back(std::move(ph));
 }
 
+hw::Path Planner::switch_round(int node, int local) const {
+  const hw::NodeTemplate& t = topo_.node_template(node);
+  hw::Path round;
+  router_.append_local(node, local, t.nvswitch_vertex(), round);
+  router_.append_local(node, t.nvswitch_vertex(), local, round);
+  return round;
+}
+
+Time Planner::nvls_pipeline_cost(Bytes size, int heads, int gpus, double rate) const {
+  // NCCL's kernel moves the message in loops of channels x heads x chunk bytes (v2.18.5
+  // all_reduce.h, chunk by size in enqueue.cc); each loop passes a scatter, a switch reduce and
+  // multicast, and a gather, and waits on every GPU: one synchronisation per loop, two more to
+  // fill the three stages. The stages run as a pipeline on each channel, the switch round the
+  // slowest: the first loop's scatters (fill) and the last loop's gathers (drain) are not hidden
+  // behind it, each (g - 1) / g of a loop over the GPU's link to the switch at `rate` bytes/s.
+  const std::int64_t loops = params_.nvls_loops(size, heads);
+  const double loop = static_cast<double>(params_.nvls_channels) * heads * static_cast<double>(params_.nvls_chunk(size, heads).count());
+  const Time fill_drain =
+      rate > 0 ? Time::from_seconds(2.0 * (gpus - 1) / gpus * std::min(size.as_double(), loop) / rate) : Time::zero();
+  return params_.nvls_loop_latency * (loops + 2) + fill_drain;
+}
+
 void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
   // NVLink SHARP all-reduce: the switch reads every GPU's buffer and returns the reduced slices
   // (multimem.ld_reduce), then multicasts them (multimem.st): each GPU's link to the switch moves
   // S(1 + 1/n) each way.
   const auto& part = lay.nodes[0];
-  const hw::NodeTemplate& t = topo_.node_template(part.node);
   const int n = plan.ranks;
   hw::Path all;
   Time path_lat = Time::zero();  // the longest GPU -> switch -> GPU round
   for (int l : part.locals) {
-    hw::Path round;
-    router_.append_local(part.node, l, t.nvswitch_vertex(), round);
-    router_.append_local(part.node, t.nvswitch_vertex(), l, round);
+    const hw::Path round = switch_round(part.node, l);
     path_lat = std::max(path_lat, router_.latency(round));
     append(all, round);
   }
   const double bytes = size.as_double() * (1.0 + 1.0 / n);
-  // The reduce (ld_reduce) and the multicast (st) are two sequential rounds through the switch.
-  // NCCL's kernel moves the message in loops of channels x GPUs x chunk bytes (v2.18.5
-  // all_reduce.h, chunk by size in enqueue.cc); each loop passes a scatter, a switch reduce and
-  // multicast, and a gather, and waits on every GPU: one synchronisation per loop, two more to
-  // fill the three stages.
-  const std::int64_t loops = params_.nvls_loops(size, n);
-  // The three stages run as a pipeline on each channel, the switch round the slowest: it moves
-  // (n + 1) / n of a block each way where the scatter and the gather move (n - 1) / n one way. The
-  // first loop's scatters (fill) and the last loop's gathers (drain) are not hidden behind a
-  // switch round: each moves (n - 1) / n of a loop over the GPU's link to the switch.
-  double link = 0;  // the GPU's link to the switch, bytes/s after the link's and NVLS's efficiency
+  // The reduce (ld_reduce) and the multicast (st) are two sequential rounds through the switch;
+  // the switch round moves (n + 1) / n of a block each way where the scatter and the gather move
+  // (n - 1) / n one way, so it sets the pipeline's pace.
+  double link = 0;  // the GPU's link to the switch, bytes/s
   for (LinkId l : all) {
     const double c = topo_.link(l).capacity().bytes_per_s();
     link = link == 0 ? c : std::min(link, c);
   }
-  const double loop = static_cast<double>(params_.nvls_channels) * n * static_cast<double>(params_.nvls_chunk(size, n).count());
-  const Time fill_drain =
-      link > 0 ? Time::from_seconds(2.0 * (n - 1) / n * std::min(size.as_double(), loop) / (link * params_.nvls_efficiency)) : Time::zero();
   plan.channels = params_.nvls_channels;
-  plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2) + fill_drain;
-  const Time latency =
-      std::max(params_.nvls_latency, path_lat * 2) + params_.nvls_loop_latency * (loops + 2) + fill_drain + params_.call_overhead;
+  plan.unseen_by_tuner = nvls_pipeline_cost(size, n, n, link * params_.nvls_efficiency);
+  const Time latency = std::max(params_.nvls_latency, path_lat * 2) + plan.unseen_by_tuner + params_.call_overhead;
   Phase ph{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency), latency}}};
   // Channel b scatters the block at b x heads x chunk of each loop (comm/split.hpp): below one
   // loop only the first channels carry data, each at its share (1 / nvls.channels) of the rate.
@@ -733,21 +741,19 @@ void Planner::add_hierarchical(const Layout& lay, Protocol proto, Bytes size, Pl
     for (const auto& part : lay.nodes) {
       const int k = static_cast<int>(part.locals.size());
       if (k < 2) continue;
-      {
-        const auto order = intra_orders(part)[0];
-        hw::Path all;
-        Time step = step_latency(Algo::ring, proto, intra_transport(lay), lay);
-        for (std::size_t i = 0; i < order.size(); ++i) {
-          const int a = topo_.first_rank(part.node) + order[i];
-          const int b = topo_.first_rank(part.node) + order[(i + 1) % order.size()];
-          const hw::Path p = router_.route(a, b, label_of(i, 0, 9));
-          step = std::max(step, router_.latency(p));
-          append(all, p);
-        }
-        const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead + step * (k - 1);
-        const double factor = bandwidth_factor(Algo::ring, proto, scatter ? CollOp::reducescatter : CollOp::allgather, true);
-        ph.groups.push_back(FlowGroup{to_uses(all), scaled(static_cast<double>(k - 1) / k * s, factor), lat});
+      const auto order = intra_orders(part)[0];
+      hw::Path all;
+      Time step = step_latency(Algo::ring, proto, intra_transport(lay), lay);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const int a = topo_.first_rank(part.node) + order[i];
+        const int b = topo_.first_rank(part.node) + order[(i + 1) % order.size()];
+        const hw::Path p = router_.route(a, b, label_of(i, 0, 9));
+        step = std::max(step, router_.latency(p));
+        append(all, p);
       }
+      const Time lat = params_.lat(Algo::ring, proto).base + params_.call_overhead + step * (k - 1);
+      const double factor = bandwidth_factor(Algo::ring, proto, scatter ? CollOp::reducescatter : CollOp::allgather, true);
+      ph.groups.push_back(FlowGroup{to_uses(all), scaled(static_cast<double>(k - 1) / k * s, factor), lat});
     }
     return ph;
   };
@@ -807,13 +813,10 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
     // (multicast); a head also takes its reduced shard down and multicasts it up, S / heads each
     // way: S(1 + 1/g) for every GPU when every GPU is a head, as on one node.
     const auto& part = lay.nodes[k];
-    const hw::NodeTemplate& t = topo_.node_template(part.node);
     gmax = std::max(gmax, static_cast<int>(part.locals.size()));
     hw::Path head_rounds, other_rounds;
     for (int l : part.locals) {
-      hw::Path round;
-      router_.append_local(part.node, l, t.nvswitch_vertex(), round);
-      router_.append_local(part.node, t.nvswitch_vertex(), l, round);
+      const hw::Path round = switch_round(part.node, l);
       path_lat = std::max(path_lat, router_.latency(round));
       for (LinkId id : round) {
         const double c = topo_.link(id).capacity().bytes_per_s();
@@ -850,16 +853,11 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
       if (!all.empty()) ph.groups.push_back(FlowGroup{to_uses(all), scaled(shard / 2, net_factor), Time::zero()});
     }
   }
-  // Latency: NCCL's (baseLat 23 us + 2 log2(m) x hwLat NET 19 us: up and down the tree's depth),
-  // never under the paths' own, and as on one node the loops' synchronisation and the first
-  // scatter and last gather, which the pipeline cannot hide and NCCL's tuner does not see.
-  const std::int64_t loops = params_.nvls_loops(size, static_cast<int>(nheads));
-  const double loop = static_cast<double>(params_.nvls_channels) * static_cast<double>(nheads) *
-                      static_cast<double>(params_.nvls_chunk(size, static_cast<int>(nheads)).count());
-  const Time fill_drain =
-      link > 0 ? Time::from_seconds(2.0 * (gmax - 1) / gmax * std::min(s, loop) / (link * intra_factor)) : Time::zero();
+  // Latency: NCCL's (baseLat 23 us + 2 ceil(log2 m) x hwLat NET 19 us: up and down the tree's
+  // depth), never under the paths' own, and as on one node the loops' synchronisation and the
+  // first scatter and last gather, which the pipeline cannot hide and NCCL's tuner does not see.
   plan.channels = params_.nvls_channels;
-  plan.unseen_by_tuner = params_.nvls_loop_latency * (loops + 2) + fill_drain;
+  plan.unseen_by_tuner = nvls_pipeline_cost(size, static_cast<int>(nheads), gmax, link * intra_factor);
   const int depth = ceil_log2(m);
   const Time latency = std::max(params_.nvls_latency + params_.nvls_net_latency * (2 * depth), path_lat * 2 + net_lat * (2 * depth)) +
                        plan.unseen_by_tuner + params_.call_overhead;

@@ -131,6 +131,12 @@ class Planner {
   void add_chain(const Layout& lay, CollOp op, int root, Protocol proto, Bytes size, Plan& plan);
   void add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan);
   void add_nvls(const Layout& lay, Bytes size, Plan& plan);
+  // A GPU's round to its node's NVSwitch and back.
+  hw::Path switch_round(int node, int local) const;
+  // What NVLS's pipeline adds that NCCL's tuner does not see: a synchronisation per loop of
+  // channels x heads x chunk, two more to fill, and the first scatter and last gather over a
+  // GPU's switch link at `rate` bytes/s (g GPUs on the node).
+  Time nvls_pipeline_cost(Bytes size, int heads, int gpus, double rate) const;
   void add_hierarchical(const Layout& lay, Protocol proto, Bytes size, Plan& plan);
   void add_nvls_tree(const Layout& lay, Bytes size, Plan& plan);
   void add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes size, Plan& plan);
