@@ -355,7 +355,7 @@ const std::map<std::string, std::string>& key_sections() {
       {"global_batch", "training"}, {"micro_batch", "training"}, {"seq_len", "training"}, {"precision", "training"},
       {"grad_dtype", "training"}, {"recompute", "training"}, {"optimizer", "training"}, {"attention", "training"},
       {"tokens", "training"}, {"samples", "training"}, {"epochs", "training"}, {"data", "training"},
-      {"tp", "parallel"}, {"pp", "parallel"}, {"dp", "parallel"}, {"cp", "parallel"}, {"ep", "parallel"}, {"zero", "parallel"},
+      {"tp", "parallel"}, {"pp", "parallel"}, {"dp", "parallel"}, {"cp", "parallel"}, {"cp_comm", "parallel"}, {"ep", "parallel"}, {"zero", "parallel"},
       {"schedule", "parallel"}, {"virtual_stages", "parallel"}, {"sequence_parallel", "parallel"}, {"dp_impl", "parallel"},
       {"bucket", "parallel"}, {"fusion_buffer", "parallel"}, {"fusion_cycle", "parallel"}, {"order", "parallel"},
       {"symmetric", "simulation"}, {"sharing", "simulation"}, {"free_communication", "simulation"}, {"params", "simulation"},

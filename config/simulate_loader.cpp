@@ -360,6 +360,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = pr->integer("dp", false, 1, 10'000'000)) p.dp = static_cast<int>(*v);
     if (auto v = pr->integer("cp", false, 1, 1'000'000)) p.cp = static_cast<int>(*v);
     if (auto v = pr->integer("ep", false, 1, 1'000'000)) p.ep = static_cast<int>(*v);
+    if (auto v = enum_field(*pr, "cp_comm", workloads::CpComm::p2p, workloads::parse_cp_comm, "p2p, allgather, a2a")) p.cp_comm = *v;
     if (auto v = enum_field(*pr, "schedule", workloads::PipelineSchedule::one_f_one_b, workloads::parse_pipeline_schedule,
                             "gpipe, 1f1b, interleaved-1f1b")) {
       p.schedule = *v;
@@ -510,6 +511,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                                        {"transfer", p.dataparallel.nccl ? "nccl" : "copies"}}},
                      {"parameter_server", {{"shards", p.parameter_server.shards},
                                            {"update_bandwidth", to_string(p.parameter_server.update_bandwidth)}}}};
+  if (p.cp > 1 || p.cp_comm != workloads::CpComm::p2p) res["parallel"]["cp_comm"] = std::string(workloads::to_string(p.cp_comm));
   if (p.split != workloads::PipelineSplit::even) res["parallel"]["pipeline_split"] = std::string(workloads::to_string(p.split));
   if (t.data) {
     const auto& d = *t.data;

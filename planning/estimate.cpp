@@ -108,12 +108,13 @@ const StepEstimator::Layers& StepEstimator::layers(const workloads::TransformerS
   sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
   sh.tp = lay.tp();
   sh.cp = lay.cp();
+  sh.cp_comm = in.parallel.cp_comm;
   sh.ep = lay.ep();
   sh.sequence_parallel = in.parallel.sequence_parallel && lay.tp() > 1;
   sh.precision = tr.precision;
   sh.recompute = tr.recompute;
   sh.attention = tr.attention;
-  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, sh.micro_batch, sh.seq, sh.tp, sh.cp, sh.ep,
+  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, sh.micro_batch, sh.seq, sh.tp, sh.cp, static_cast<int>(sh.cp_comm), sh.ep,
                                       sh.sequence_parallel, static_cast<int>(sh.precision), static_cast<int>(sh.recompute),
                                       static_cast<int>(sh.attention), in.parallel.order);
   auto it = layers_.find(key);

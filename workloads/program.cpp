@@ -232,6 +232,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
   sh.tp = lay.tp();
   sh.cp = lay.cp();
+  sh.cp_comm = par.cp_comm;
   sh.ep = lay.ep();
   sh.sequence_parallel = par.sequence_parallel && lay.tp() > 1;
   sh.precision = tr.precision;
@@ -255,6 +256,15 @@ Status validate_transformer(const TransformerSpec& m, const ProgramShape& s) {
     return Error(fmt::format("tp ({}) and the {} key/value heads must divide one another", s.tp, kv), "parallel.tp");
   }
   if (m.ffn % s.tp != 0) return Error(fmt::format("tp ({}) must divide the MLP size {}", s.tp, m.ffn), "parallel.tp");
+  if (s.cp > 1 && s.cp_comm == CpComm::a2a) {
+    const I local_heads = m.heads / s.tp, local_kv = std::max<I>(1, kv / s.tp);
+    if (local_heads % s.cp != 0 || local_kv % s.cp != 0) {
+      return Error(fmt::format("cp_comm a2a shards attention heads over cp ({}): the {} query and {} key/value heads on each tensor-parallel "
+                               "rank must both be multiples of it (use cp_comm p2p or allgather)",
+                               s.cp, local_heads, local_kv),
+                   "parallel.cp_comm");
+    }
+  }
   if (s.cp > 1 && s.seq % (2 * s.cp) != 0) {
     return Error(fmt::format("cp ({}) needs the sequence length ({}) to be a multiple of 2 x cp (load-balanced ring attention)", s.cp, s.seq),
                  "parallel.cp");
@@ -337,16 +347,38 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     merge.backward_bytes = sh.head_layout_split ? merge.bytes : 2.0 * qkv_el * ty.act;
     core.push_back(merge);
   }
-  if (sh.cp > 1) {
+  // This rank's K and V ([local tokens, kv heads / tp x head_dim] each), and Q, K, V and the context.
+  const double kv_chunk = 2.0 * static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t) * ty.act;
+  const double qkv_chunk = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t) * ty.act;
+  const double ctx_chunk = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t) * ty.act;
+  if (sh.cp > 1 && sh.cp_comm == CpComm::p2p) {
     // Ring attention: K and V chunks travel around the context-parallel ring while attention runs.
     fwd.segments.push_back(attn);
     attn = Segment{};
     Segment ring;
     ring.kernels = core;
-    const double kv_chunk = 2.0 * static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t) * ty.act;
     ring.comm = CommStep{CollOp::allgather, CommGroup::cp, Bytes(static_cast<I>(kv_chunk * static_cast<double>(x.cp)))};
     ring.comm_overlaps = true;
     fwd.segments.push_back(ring);
+  } else if (sh.cp > 1 && sh.cp_comm == CpComm::allgather) {
+    // All-gather attention (Llama 3): every rank gathers the whole sequence's K and V, then runs
+    // its queries against them; the backward pass reduce-scatters their gradients (the dual).
+    attn.comm = CommStep{CollOp::allgather, CommGroup::cp, Bytes(static_cast<I>(kv_chunk * static_cast<double>(x.cp)))};
+    fwd.segments.push_back(attn);
+    attn = Segment{};
+    attn.kernels = core;
+  } else if (sh.cp > 1 && sh.cp_comm == CpComm::a2a) {
+    // Ulysses: an all-to-all turns sequence shards of Q, K and V into head shards of the whole
+    // sequence, attention runs on heads / cp heads, and a second all-to-all returns the context to
+    // sequence shards. The same FLOPs and bytes as the kernels above (sl x s x heads = s x s x
+    // heads / cp); the backward pass runs both all-to-alls again in reverse.
+    attn.comm = CommStep{CollOp::alltoall, CommGroup::cp, Bytes(static_cast<I>(qkv_chunk))};
+    fwd.segments.push_back(attn);
+    Segment heads;
+    heads.kernels = core;
+    heads.comm = CommStep{CollOp::alltoall, CommGroup::cp, Bytes(static_cast<I>(ctx_chunk))};
+    fwd.segments.push_back(heads);
+    attn = Segment{};
   } else {
     attn.kernels.insert(attn.kernels.end(), core.begin(), core.end());
   }

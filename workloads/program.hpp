@@ -56,6 +56,7 @@ struct ProgramShape {
   std::int64_t micro_batch = 1;
   std::int64_t seq = 0;          // full sequence
   int tp = 1, cp = 1, ep = 1;
+  CpComm cp_comm = CpComm::p2p;  // how context parallelism moves K and V (training.hpp)
   bool sequence_parallel = false;
   hw::DType precision = hw::DType::bf16;
   Recompute recompute = Recompute::none;

@@ -32,6 +32,15 @@ std::string_view to_string(DpImpl d) {
   return "?";
 }
 
+std::string_view to_string(CpComm c) {
+  switch (c) {
+    case CpComm::p2p: return "p2p";
+    case CpComm::allgather: return "allgather";
+    case CpComm::a2a: return "a2a";
+  }
+  return "?";
+}
+
 std::optional<Recompute> parse_recompute(std::string_view s) {
   for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
     if (to_string(r) == s) return r;
@@ -57,6 +66,13 @@ std::optional<Framework> parse_framework(std::string_view s) {
 std::optional<DpImpl> parse_dp_impl(std::string_view s) {
   for (DpImpl d : {DpImpl::ddp, DpImpl::horovod, DpImpl::no_overlap, DpImpl::mirrored, DpImpl::dataparallel, DpImpl::parameter_server}) {
     if (to_string(d) == s) return d;
+  }
+  return std::nullopt;
+}
+
+std::optional<CpComm> parse_cp_comm(std::string_view s) {
+  for (CpComm c : {CpComm::p2p, CpComm::allgather, CpComm::a2a}) {
+    if (to_string(c) == s) return c;
   }
   return std::nullopt;
 }

@@ -30,17 +30,27 @@ enum class Framework { megatron, pytorch_eager, torch_compile };
 //                    and outputs gathered on GPU 0, the model replicated from GPU 0, gradients reduced onto it
 //  parameter_server  workers push gradients to and pull weights from parameter-server shards (synchronous)
 enum class DpImpl { ddp, horovod, no_overlap, mirrored, dataparallel, parameter_server };
+// How context parallelism moves keys and values (Megatron-Core's --cp-comm-type):
+//  p2p        ring attention: K and V blocks pass around the context-parallel ring while each
+//             block's attention runs (Megatron-Core / Transformer Engine default), overlapped
+//  allgather  K and V all-gathered before attention, their gradients reduce-scattered after its
+//             backward, both exposed (Llama 3, Dubey et al. 2024, section 3.3.2)
+//  a2a        DeepSpeed-Ulysses: Q, K and V all-to-all'd from sequence shards to head shards before
+//             attention and the output back after it, exposed (Jacobs et al. 2023)
+enum class CpComm { p2p, allgather, a2a };
 
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Attention a);
 std::string_view to_string(Framework f);
 std::string_view to_string(DpImpl d);
+std::string_view to_string(CpComm c);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::optional<Attention> parse_attention(std::string_view s);
 std::optional<Framework> parse_framework(std::string_view s);
 std::optional<DpImpl> parse_dp_impl(std::string_view s);
+std::optional<CpComm> parse_cp_comm(std::string_view s);
 
 // Where training data comes from and how it reaches the GPUs (`training.data`). A loader runs
 // beside the GPUs (PyTorch DataLoader workers, tf.data) with prefetching, so in steady state a step
@@ -112,6 +122,7 @@ struct ParallelSpec {
   int pp = 1;
   int dp = 0;   // 0: the GPU count divided by tp * pp * cp
   int cp = 1;
+  CpComm cp_comm = CpComm::p2p;
   int ep = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;

@@ -196,6 +196,45 @@ TEST(SimulateCli, ImpossibleModelLayoutsNameTheField) {
   EXPECT_NE(r.out.find("parallel.tp: tp (3) must divide the 32 attention heads"), std::string::npos) << r.out;
 }
 
+TEST(SimulateCli, ContextParallelCommunicationIsChosenAndChecked) {
+  // Llama 3 8B, tp 2 x cp 4 over 4 DGX H100 (the bundled example): ring attention hides its K/V
+  // passes under attention; the all-gather and all-to-all forms expose theirs, so their steps are
+  // longer and show context-parallel communication.
+  const std::string base = "simulate " + example("llama3-8b-long-context.yaml");
+  double p2p = 0;
+  for (const std::string form : {"p2p", "allgather", "a2a"}) {
+    const std::string json = temp("cp-" + form + ".json");
+    const Result r = run(base + " --set parallel.cp_comm=" + form + " --json " + json);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j.at("config").at("parallel").at("cp_comm"), form);
+    const double step = j.at("result").at("step_time_s").get<double>();
+    if (form == "p2p") {
+      p2p = step;
+      EXPECT_EQ(r.out.find("context-parallel communication"), std::string::npos) << r.out;
+    } else {
+      EXPECT_GT(step, p2p) << form;
+      EXPECT_NE(r.out.find("context-parallel communication"), std::string::npos) << r.out;
+    }
+  }
+  Result r = run(base + " --set parallel.cp_comm=ring");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("parallel.cp_comm: unknown value 'ring' (p2p, allgather, a2a)"), std::string::npos) << r.out;
+  // Ulysses splits heads over cp: 4 key/value heads per tensor-parallel rank do not split 8 ways.
+  const std::string f = temp("ulysses-8.yaml");
+  std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 4}\n"
+                      "model: llama3-8b\n"
+                      "training: {global_batch: 64, micro_batch: 1, seq_len: 32768}\n"
+                      "parallel: {tp: 2, cp: 8, dp: 2, sequence_parallel: true,\n"
+                      "           cp_comm: a2a}\n";
+  r = run("simulate " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("ulysses-8.yaml:5:12: parallel.cp_comm: cp_comm a2a shards attention heads over cp (8): the 16 query and 4 key/value "
+                       "heads on each tensor-parallel rank must both be multiples of it"),
+            std::string::npos)
+      << r.out;
+}
+
 std::string classic(const std::string& name) { return std::string(DTSIM_SOURCE_DIR) + "/examples/classic/" + name; }
 
 double step_of(const std::string& json_path) { return nlohmann::json::parse(slurp(json_path)).at("result").at("step_time_s").get<double>(); }

@@ -134,6 +134,92 @@ TEST(LayerProgram, InvalidLayoutsNameTheField) {
 }
 
 
+// Context parallelism: the collectives each form puts in one block, collected in pass order.
+std::vector<std::pair<CommStep, bool>> cp_comms(const Pass& pass) {
+  std::vector<std::pair<CommStep, bool>> out;
+  for (const Segment& s : pass.segments) {
+    if (s.comm && s.comm->group == CommGroup::cp) out.emplace_back(*s.comm, s.comm_overlaps);
+  }
+  return out;
+}
+
+TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
+  // Llama 3 8B's attention (32 query and 8 key/value heads of 128), tp 2, cp 4, micro-batch 1 of
+  // 32,768 tokens: 8,192 local tokens, 16 query and 4 key/value heads per rank, bf16. By hand:
+  // K and V of one rank 2 x 8,192 x 4 x 128 x 2 B = 16 MiB; Q, K and V 8,192 x (16 + 8) x 128 x 2
+  // B = 48 MiB; the context 8,192 x 16 x 128 x 2 B = 32 MiB.
+  TransformerSpec m;
+  m.name = "llama3-8b-shape";
+  m.hidden = 4096;
+  m.layers = 32;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn = 14336;
+  m.vocab = 128256;
+  m.max_seq = 32768;
+  m.gated_mlp = true;
+  m.positions = Positions::rotary;
+  ProgramShape sh;
+  sh.seq = 32768;
+  sh.tp = 2;
+  sh.cp = 4;
+  sh.sequence_parallel = true;
+  const std::int64_t MiB = 1 << 20;
+
+  // Ring attention: the four ranks' K and V pass around the ring beside attention, and again with
+  // their gradients in the backward pass.
+  sh.cp_comm = CpComm::p2p;
+  LayerProgram p = transformer_block(m, sh);
+  auto f = cp_comms(p.forward), b = cp_comms(p.backward);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].first.op, CollOp::allgather);
+  EXPECT_EQ(f[0].first.bytes.count(), 4 * 16 * MiB);
+  EXPECT_TRUE(f[0].second);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].first.bytes.count(), 2 * 4 * 16 * MiB);
+  EXPECT_TRUE(b[0].second);
+  const double flops = p.forward.flops();
+
+  // All-gather attention (Llama 3): the same gather, exposed, and its dual in the backward pass.
+  sh.cp_comm = CpComm::allgather;
+  p = transformer_block(m, sh);
+  f = cp_comms(p.forward);
+  b = cp_comms(p.backward);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].first.op, CollOp::allgather);
+  EXPECT_EQ(f[0].first.bytes.count(), 4 * 16 * MiB);
+  EXPECT_FALSE(f[0].second);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].first.op, CollOp::reducescatter);
+  EXPECT_EQ(b[0].first.bytes.count(), 4 * 16 * MiB);
+  EXPECT_FALSE(b[0].second);
+  EXPECT_DOUBLE_EQ(p.forward.flops(), flops);
+
+  // Ulysses: Q, K and V to head shards, the context back; the backward pass the same in reverse.
+  sh.cp_comm = CpComm::a2a;
+  p = transformer_block(m, sh);
+  f = cp_comms(p.forward);
+  b = cp_comms(p.backward);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].first.op, CollOp::alltoall);
+  EXPECT_EQ(f[0].first.bytes.count(), 48 * MiB);
+  EXPECT_EQ(f[1].first.bytes.count(), 32 * MiB);
+  EXPECT_FALSE(f[0].second || f[1].second);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].first.bytes.count(), 32 * MiB);
+  EXPECT_EQ(b[1].first.bytes.count(), 48 * MiB);
+  EXPECT_DOUBLE_EQ(p.forward.flops(), flops);
+  EXPECT_TRUE(validate_transformer(m, sh).ok());
+
+  // Ulysses needs the key/value heads of a rank (4 here) to split over cp.
+  sh.cp = 8;
+  sh.seq = 65536;
+  EXPECT_EQ(validate_transformer(m, sh).error().field, "parallel.cp_comm");
+  sh.cp_comm = CpComm::allgather;
+  EXPECT_TRUE(validate_transformer(m, sh).ok());
+}
+
 TEST(CnnProgram, ItsLayersHoldEveryParameter) {
   // Gradient buckets are filled from the programs' layers: together they must hold every weight,
   // batch norm's scale and shift included (torchvision's counts: He et al. 2016, Simonyan and
