@@ -336,7 +336,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"tensor_parallel", "tp"}, {"tensor_model_parallel_size", "tp"}, {"tensor_parallel_size", "tp"}, {"tp_size", "tp"},
       {"pipeline_parallel", "pp"}, {"pipeline_model_parallel_size", "pp"}, {"pipeline_parallel_size", "pp"}, {"pp_size", "pp"},
       {"data_parallel", "dp"}, {"data_parallel_size", "dp"}, {"dp_size", "dp"},
-      {"context_parallel", "cp"}, {"context_parallel_size", "cp"}, {"cp_size", "cp"},
+      {"context_parallel", "cp"}, {"context_parallel_size", "cp"}, {"cp_size", "cp"}, {"cp_comm_type", "cp_comm"},
       {"expert_parallel", "ep"}, {"expert_model_parallel_size", "ep"}, {"expert_parallel_size", "ep"}, {"ep_size", "ep"},
       {"zero_stage", "zero"}, {"zero_optimization", "zero"}, {"fsdp", "zero"},
       {"micro_batch_size", "micro_batch"}, {"train_micro_batch_size_per_gpu", "micro_batch"}, {"micro_batch_per_gpu", "micro_batch"},

@@ -102,21 +102,13 @@ StepEstimator::PassTimes StepEstimator::pass_times(const workloads::LayerProgram
 
 const StepEstimator::Layers& StepEstimator::layers(const workloads::TransformerSpec& m, const workloads::StepInputs& in,
                                                    const workloads::Layout& lay) {
-  const workloads::TrainingSpec& tr = in.training;
-  workloads::ProgramShape sh;
-  sh.micro_batch = tr.micro_batch;
-  sh.seq = tr.seq_len > 0 ? tr.seq_len : m.max_seq;
-  sh.tp = lay.tp();
-  sh.cp = lay.cp();
-  sh.cp_comm = in.parallel.cp_comm;
-  sh.ep = lay.ep();
-  sh.sequence_parallel = in.parallel.sequence_parallel && lay.tp() > 1;
-  sh.precision = tr.precision;
-  sh.recompute = tr.recompute;
-  sh.attention = tr.attention;
-  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, sh.micro_batch, sh.seq, sh.tp, sh.cp, static_cast<int>(sh.cp_comm), sh.ep,
-                                      sh.sequence_parallel, static_cast<int>(sh.precision), static_cast<int>(sh.recompute),
-                                      static_cast<int>(sh.attention), in.parallel.order);
+  // The same shape the simulator builds its programs from (workloads::program_shape), so that the
+  // ranking and the simulation time the same kernels.
+  const workloads::ProgramShape sh = workloads::program_shape(m, in.training, in.parallel, lay);
+  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, sh.micro_batch, sh.seq, sh.tp, sh.cp,
+                                      static_cast<int>(sh.cp_comm), sh.ep, sh.sequence_parallel, static_cast<int>(sh.precision),
+                                      static_cast<int>(sh.recompute), static_cast<int>(sh.attention), sh.dropout, sh.dropout_regenerated,
+                                      sh.dropout_hash_rng, sh.head_layout_split, in.parallel.order);
   auto it = layers_.find(key);
   if (it != layers_.end()) return it->second;
   Layers L;

@@ -265,8 +265,12 @@ Status validate_transformer(const TransformerSpec& m, const ProgramShape& s) {
                    "parallel.cp_comm");
     }
   }
-  if (s.cp > 1 && s.seq % (2 * s.cp) != 0) {
-    return Error(fmt::format("cp ({}) needs the sequence length ({}) to be a multiple of 2 x cp (load-balanced ring attention)", s.cp, s.seq),
+  if (s.cp > 1 && s.cp_comm == CpComm::a2a && s.seq % s.cp != 0) {
+    return Error(fmt::format("cp ({}) needs the sequence length ({}) to be a multiple of cp (Ulysses splits the sequence over cp)", s.cp, s.seq),
+                 "parallel.cp");
+  }
+  if (s.cp > 1 && s.cp_comm != CpComm::a2a && s.seq % (2 * s.cp) != 0) {
+    return Error(fmt::format("cp ({}) needs the sequence length ({}) to be a multiple of 2 x cp (load-balanced causal chunks)", s.cp, s.seq),
                  "parallel.cp");
   }
   if (s.sequence_parallel && s.tp > 1 && (s.micro_batch * s.seq / s.cp) % s.tp != 0) {

@@ -207,6 +207,8 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
   EXPECT_EQ(f[1].first.bytes.count(), 32 * MiB);
   EXPECT_FALSE(f[0].second || f[1].second);
   ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].first.op, CollOp::alltoall);
+  EXPECT_EQ(b[1].first.op, CollOp::alltoall);
   EXPECT_EQ(b[0].first.bytes.count(), 32 * MiB);
   EXPECT_EQ(b[1].first.bytes.count(), 48 * MiB);
   EXPECT_DOUBLE_EQ(p.forward.flops(), flops);
@@ -217,6 +219,14 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
   sh.seq = 65536;
   EXPECT_EQ(validate_transformer(m, sh).error().field, "parallel.cp_comm");
   sh.cp_comm = CpComm::allgather;
+  EXPECT_TRUE(validate_transformer(m, sh).ok());
+
+  // Ulysses splits the sequence over cp; the other two cut it into 2 cp load-balanced chunks.
+  sh.cp = 4;
+  sh.seq = 32764;  // 4 x 8,191: a multiple of cp, not of 2 cp
+  sh.sequence_parallel = false;  // 8,191 local tokens do not split over tp 2 either
+  EXPECT_EQ(validate_transformer(m, sh).error().field, "parallel.cp");
+  sh.cp_comm = CpComm::a2a;
   EXPECT_TRUE(validate_transformer(m, sh).ok());
 }
 
