@@ -115,15 +115,16 @@ Status set_time(Time& t, std::string_view v) {
   return {};
 }
 
-Status set_fraction(double& d, std::string_view v) {
+// A whole-string number in (0, max]; `what` names it in the error.
+Status set_number(double& d, std::string_view v, double max, std::string_view what) {
   double x = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > 1) {
-    return Error(fmt::format("'{}' is not a fraction in (0, 1]", v));
-  }
+  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > max) return Error(fmt::format("'{}' is not {}", v, what));
   d = x;
   return {};
 }
+
+Status set_fraction(double& d, std::string_view v) { return set_number(d, v, 1, "a fraction in (0, 1]"); }
 
 std::vector<ParamInfo> build_table() {
   std::vector<ParamInfo> t;
@@ -163,15 +164,7 @@ std::vector<ParamInfo> build_table() {
   auto gbps = [&](std::string name, double CommParams::*m, std::string help, std::string source) {
     t.push_back(ParamInfo{std::move(name), "GB/s", std::move(help), std::move(source),
                           [m](const CommParams& c) { return fmt::format("{:.4g}", c.*m); },
-                          [m](CommParams& c, std::string_view v) {
-                            double x = 0;
-                            auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-                            if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > 1e6) {
-                              return Status(Error(fmt::format("'{}' is not a bandwidth in GB/s above 0", v)));
-                            }
-                            c.*m = x;
-                            return Status();
-                          }});
+                          [m](CommParams& c, std::string_view v) { return set_number(c.*m, v, 1e6, "a bandwidth in GB/s above 0"); }});
   };
   auto time_param = [&](std::string name, Time CommParams::*m, std::string help, std::string source) {
     t.push_back(ParamInfo{std::move(name), "time", std::move(help), std::move(source), [m](const CommParams& c) { return to_string(c.*m); },

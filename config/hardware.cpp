@@ -315,9 +315,7 @@ std::optional<hw::NodeSpec> HardwareLoader::node_from(MapReader& r) {
   n.gpus = static_cast<int>(r.integer("gpus", true, 1, 1024).value_or(0));
   n.cpus = static_cast<int>(r.integer("cpus", false, 1, 16).value_or(1));
   if (auto v = r.string("cpu_vendor")) {
-    if (*v == "intel") n.cpu_vendor = hw::CpuVendor::intel;
-    else if (*v == "amd") n.cpu_vendor = hw::CpuVendor::amd;
-    else if (*v == "other") n.cpu_vendor = hw::CpuVendor::other;
+    if (auto vendor = hw::parse_cpu_vendor(*v)) n.cpu_vendor = *vendor;
     else r.error("cpu_vendor", fmt::format("unknown CPU vendor '{}' (use intel, amd or other)", *v));
   }
   if (r.has("cpu_interconnect")) n.cpu_link = link_type(r, "cpu_interconnect", false);

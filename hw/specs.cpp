@@ -65,6 +65,13 @@ std::string_view to_string(CpuVendor v) {
   return "?";
 }
 
+std::optional<CpuVendor> parse_cpu_vendor(std::string_view s) {
+  for (CpuVendor v : {CpuVendor::intel, CpuVendor::amd, CpuVendor::other}) {
+    if (to_string(v) == s) return v;
+  }
+  return std::nullopt;
+}
+
 std::string_view to_string(FabricKind k) {
   switch (k) {
     case FabricKind::single_switch: return "single-switch";

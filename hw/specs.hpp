@@ -55,6 +55,7 @@ std::string_view to_string(NvlinkTopology t);
 // The host CPU's maker: NCCL's tuner charges network posts and caps LL across nodes by it.
 enum class CpuVendor { intel, amd, other };
 std::string_view to_string(CpuVendor v);
+std::optional<CpuVendor> parse_cpu_vendor(std::string_view s);
 
 struct NvlinkPair {
   int a = 0, b = 0, links = 1;

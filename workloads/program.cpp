@@ -311,6 +311,10 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   if (m.positions == Positions::rotary) attn.kernels.push_back(mem(ty, "rotary", 2.0 * x.T * (x.qdim + x.kvdim) / x.t));
   std::vector<Kernel> core;
   const I hp = x.heads / x.t;  // heads on this rank
+  // Elements of this rank's Q, K and V together, of its context (Q's shape), and of K or V alone.
+  const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
+  const double ctx_el = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t);
+  const double kv_el = static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t);
   if (sh.attention == Attention::flash) {
     Kernel a;
     a.name = "attention";
@@ -330,9 +334,6 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     // heads are no longer one stride apart) and repeats K and V over the query heads
     // (repeat_interleave); their backward sums the repeats. All PyTorch copies: stream kernels, the
     // grouped-query copies counted as one kernel.
-    const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
-    const double ctx_el = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t);
-    const double kv_el = static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t);
     if (sh.head_layout_split) {
       Kernel split = mem(ty, "layout_qkv", 2.0 * qkv_el, MemoryKind::layout_split);
       split.backward_bytes = split.bytes;
@@ -351,23 +352,21 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     merge.backward_bytes = sh.head_layout_split ? merge.bytes : 2.0 * qkv_el * ty.act;
     core.push_back(merge);
   }
-  // This rank's K and V ([local tokens, kv heads / tp x head_dim] each), and Q, K, V and the context.
-  const double kv_chunk = 2.0 * static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t) * ty.act;
-  const double qkv_chunk = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t) * ty.act;
-  const double ctx_chunk = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t) * ty.act;
+  // K and V of the whole context-parallel group, as p2p and allgather move them.
+  const Bytes kv_gathered(static_cast<I>(2.0 * kv_el * ty.act * static_cast<double>(x.cp)));
   if (sh.cp > 1 && sh.cp_comm == CpComm::p2p) {
     // Ring attention: K and V chunks travel around the context-parallel ring while attention runs.
     fwd.segments.push_back(attn);
     attn = Segment{};
     Segment ring;
     ring.kernels = core;
-    ring.comm = CommStep{CollOp::allgather, CommGroup::cp, Bytes(static_cast<I>(kv_chunk * static_cast<double>(x.cp)))};
+    ring.comm = CommStep{CollOp::allgather, CommGroup::cp, kv_gathered};
     ring.comm_overlaps = true;
     fwd.segments.push_back(ring);
   } else if (sh.cp > 1 && sh.cp_comm == CpComm::allgather) {
     // All-gather attention (Llama 3): every rank gathers the whole sequence's K and V, then runs
     // its queries against them; the backward pass reduce-scatters their gradients (the dual).
-    attn.comm = CommStep{CollOp::allgather, CommGroup::cp, Bytes(static_cast<I>(kv_chunk * static_cast<double>(x.cp)))};
+    attn.comm = CommStep{CollOp::allgather, CommGroup::cp, kv_gathered};
     fwd.segments.push_back(attn);
     attn = Segment{};
     attn.kernels = core;
@@ -376,11 +375,11 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     // sequence, attention runs on heads / cp heads, and a second all-to-all returns the context to
     // sequence shards. The same FLOPs and bytes as the kernels above (sl x s x heads = s x s x
     // heads / cp); the backward pass runs both all-to-alls again in reverse.
-    attn.comm = CommStep{CollOp::alltoall, CommGroup::cp, Bytes(static_cast<I>(qkv_chunk))};
+    attn.comm = CommStep{CollOp::alltoall, CommGroup::cp, Bytes(static_cast<I>(qkv_el * ty.act))};
     fwd.segments.push_back(attn);
     Segment heads;
     heads.kernels = core;
-    heads.comm = CommStep{CollOp::alltoall, CommGroup::cp, Bytes(static_cast<I>(ctx_chunk))};
+    heads.comm = CommStep{CollOp::alltoall, CommGroup::cp, Bytes(static_cast<I>(ctx_el * ty.act))};
     fwd.segments.push_back(heads);
     attn = Segment{};
   } else {
