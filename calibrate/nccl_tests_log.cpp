@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -75,6 +76,39 @@ std::optional<double> figure(const std::string& s, bool& bad) {
   auto v = to_double(s);
   if (!v || *v < 0) bad = true;
   return v;
+}
+
+// Launchers can put the rank that printed a line in front of it: Open MPI's --tag-output
+// "[1,0]<stdout>:", Slurm's srun --label "  0: ", MPICH's and Intel MPI's -prepend-rank "[0] ".
+// Returns the line without such a prefix; any other line unchanged. nccl-tests itself never
+// starts a line with '[' or with digits followed by ':'.
+std::string without_launcher_prefix(const std::string& s) {
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t j = s.find_first_not_of(" \t");
+  if (j == std::string::npos) return s;
+  auto digits = [&] {
+    const std::size_t from = j;
+    while (j < s.size() && is_digit(s[j])) ++j;
+    return j > from;
+  };
+  if (s[j] == '[') {
+    ++j;
+    if (!digits()) return s;
+    const bool job_rank = j < s.size() && s[j] == ',';  // Open MPI's [job,rank]
+    if (job_rank) {
+      ++j;
+      if (!digits()) return s;
+    }
+    if (j >= s.size() || s[j] != ']') return s;
+    ++j;
+    if (!job_rank) return s.substr(j);
+    for (const std::string_view tag : {std::string_view("<stdout>:"), std::string_view("<stderr>:")}) {
+      if (s.compare(j, tag.size(), tag) == 0) return s.substr(j + tag.size());
+    }
+    return s;
+  }
+  if (digits() && j < s.size() && s[j] == ':') return s.substr(j + 1);
+  return s;
 }
 
 }  // namespace
@@ -153,6 +187,7 @@ Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::stri
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    line = without_launcher_prefix(line);
     const auto first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     if (line[first] == '#') {

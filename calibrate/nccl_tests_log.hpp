@@ -8,7 +8,9 @@
 //   size count type redop root  time algbw busbw #wrong  time algbw busbw #wrong
 // with the out-of-place figures first and the in-place ones second (older versions lack the
 // root column; the column titles say which). "N/A" stands for a value that was not measured.
-// Other lines (NCCL INFO/WARN output, launcher messages) are skipped and counted.
+// Other lines (NCCL INFO/WARN output, launcher messages) are skipped and counted. A launcher's
+// per-line rank label is read past: Open MPI's --tag-output "[1,0]<stdout>:", Slurm's srun
+// --label "0: ", MPICH's and Intel MPI's -prepend-rank "[0] ".
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <sstream>
+#include <string>
 
 #include "calibrate/nccl_tests_log.hpp"
 #include "calibrate/published.hpp"
@@ -100,6 +102,35 @@ TEST(NcclTestsLog, GarbageRowsNameFileAndLine) {
   auto none = parse_nccl_tests("# nThread 1 nGpus 8\n# Avg bus bandwidth : 1\nsrun: job 42 done\n", "empty.log");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("no nccl-tests data rows"), std::string::npos) << none.error().message;
+}
+
+// A launcher's rank label in front of every line (Open MPI --tag-output, srun --label, MPICH
+// -prepend-rank) reads as the bare log: the same ranks, rows, trailer and NCCL INFO lines.
+TEST(NcclTestsLog, LauncherRankLabelsAreReadPast) {
+  const auto bare = parse_nccl_tests(kTwoNodes, "all_reduce_perf.out");
+  ASSERT_TRUE(bare.ok()) << bare.error().message;
+  for (const std::string label : {"[1,0]<stdout>:", " 0: ", "[0] "}) {
+    std::string text;
+    std::istringstream in(kTwoNodes);
+    for (std::string line; std::getline(in, line);) text += label + line + "\n";
+    auto log = parse_nccl_tests(text, "all_reduce_perf.out");
+    ASSERT_TRUE(log.ok()) << label << ": " << log.error().message;
+    EXPECT_EQ(log->ranks_count(), 4) << label;
+    EXPECT_EQ(log->nodes_count(), 2) << label;
+    EXPECT_EQ(log->ranks[3].gpu, "NVIDIA H100 80GB HBM3") << label;
+    EXPECT_EQ(log->algo_env, "Ring") << label;
+    EXPECT_EQ(log->skipped_lines, 2) << label;
+    ASSERT_EQ(log->tables.size(), 1u) << label;
+    ASSERT_EQ(log->tables[0].rows.size(), 3u) << label;
+    EXPECT_EQ(log->tables[0].rows[2].bytes, 32) << label;
+    EXPECT_DOUBLE_EQ(*log->tables[0].rows[1].out_of_place.time_us, 42.0) << label;
+    EXPECT_EQ(*log->tables[0].rows[2].in_place.wrong, 2) << label;
+    EXPECT_DOUBLE_EQ(*log->tables[0].avg_busbw_GBps, 0.001) << label;
+  }
+  // Open MPI's tag needs its stream name; a bracket that is not a rank label stays foreign output.
+  auto odd = parse_nccl_tests(std::string("[1,0] 8 2 float sum -1 1 0 0 0 1 0 0 0\n[a] 8 2 float sum -1 1 0 0 0 1 0 0 0\n"), "odd.log");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.error().message.find("no nccl-tests data rows"), std::string::npos) << odd.error().message;
 }
 
 // dtsim-calibrate's console output (calibrate/harness/nccl_suite.cpp prints nccl-tests' rows with
