@@ -116,6 +116,7 @@ std::optional<hw::LinkType> HardwareLoader::link_from(MapReader& r, const std::s
   if (r.has("efficiency")) {
     if (auto e = r.number("efficiency", false, 1e-3, 1.0)) lt.efficiency = *e; else ok = false;
   }
+  if (auto a = r.boolean("adaptive_routing")) lt.adaptive_routing = *a;
   r.finish();
   if (!ok) return std::nullopt;
   return lt;
@@ -245,6 +246,10 @@ std::optional<hw::FabricSpec> HardwareLoader::fabric(MapReader& r, hw::FabricSpe
   if (auto n = r.integer("radix", false, 2, 4096)) f.radix = static_cast<int>(*n);
   if (auto o = r.number("oversubscription", false, 1.0, 64.0)) f.oversubscription = *o;
   if (auto t = r.time("switch_latency")) f.switch_latency = *t;
+  if (auto rt = r.string("routing")) {
+    if (auto routing = hw::parse_fabric_routing(*rt)) f.routing = *routing;
+    else r.error("routing", fmt::format("unknown routing '{}' (use adaptive or static)", *rt));
+  }
   YAML::Node sw = r.node("switches");
   if (sw.IsDefined() && !sw.IsNull()) {
     if (!sw.IsSequence()) r.error("switches", "expected a list of switch names");

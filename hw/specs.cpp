@@ -83,6 +83,21 @@ std::string_view to_string(FabricKind k) {
   return "?";
 }
 
+std::string_view to_string(FabricRouting r) {
+  switch (r) {
+    case FabricRouting::static_paths: return "static";
+    case FabricRouting::adaptive: return "adaptive";
+  }
+  return "?";
+}
+
+std::optional<FabricRouting> parse_fabric_routing(std::string_view s) {
+  for (FabricRouting r : {FabricRouting::static_paths, FabricRouting::adaptive}) {
+    if (to_string(r) == s) return r;
+  }
+  return std::nullopt;
+}
+
 std::optional<FabricKind> parse_fabric_kind(std::string_view s) {
   for (FabricKind k : {FabricKind::single_switch, FabricKind::fat_tree, FabricKind::rail_optimized,
                        FabricKind::clos3, FabricKind::custom}) {

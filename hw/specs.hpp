@@ -47,6 +47,9 @@ struct LinkType {
   Time latency;             // per link traversed (for NICs: one adapter's one-way share)
   Time switch_latency;      // NIC types: added per fabric switch a path enters
   double efficiency = 1.0;  // achievable fraction of `bandwidth`
+  // NIC types: fabrics of this NIC route adaptively by default (InfiniBand switches spread a
+  // flow's packets over the equal-cost paths; NCCL turns adaptive routing on for IB links).
+  bool adaptive_routing = false;
 };
 
 enum class NvlinkTopology { none, nvswitch, mesh };
@@ -73,6 +76,12 @@ enum class FabricKind { single_switch, fat_tree, rail_optimized, clos3, custom }
 std::string_view to_string(FabricKind k);
 std::optional<FabricKind> parse_fabric_kind(std::string_view s);
 
+// How switches choose among equal-cost paths: by destination, one path per destination (D-mod-k,
+// static), or per packet over all of them (adaptive; modelled as an even split of every flow).
+enum class FabricRouting { static_paths, adaptive };
+std::string_view to_string(FabricRouting r);
+std::optional<FabricRouting> parse_fabric_routing(std::string_view s);
+
 struct CustomLink {
   std::string a, b;
   int count = 1;
@@ -90,6 +99,7 @@ struct FabricSpec {
   int radix = 64;                // ports per switch
   double oversubscription = 1.0; // leaf downlink:uplink bandwidth ratio (>= 1)
   std::optional<Time> switch_latency;  // added per switch entered; default: the NIC type's
+  std::optional<FabricRouting> routing;  // default: adaptive when the NIC type routes adaptively
   // kind == custom
   std::vector<std::string> switches;
   std::vector<CustomLink> links;

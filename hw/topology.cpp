@@ -284,14 +284,16 @@ class FabricBuilder {
     t_.switch_names_.push_back(std::move(name));
     return v;
   }
-  void connect(std::uint32_t a, std::uint32_t b, const LinkType& type, int count = 1) {
+  // `count` parallel links, each `width` links of `type` wide (a trunk: one link of width x the
+  // bandwidth, for a bundle whose traffic is spread evenly).
+  void connect(std::uint32_t a, std::uint32_t b, const LinkType& type, int count = 1, int width = 1) {
     for (int i = 0; i < count; ++i) {
       for (auto [s, d] : {std::pair{a, b}, std::pair{b, a}}) {
         TopoLink l;
         l.src = s;
         l.dst = d;
         l.kind = type.kind;
-        l.bandwidth = type.bandwidth;
+        l.bandwidth = type.bandwidth * static_cast<double>(width);
         l.efficiency = type.efficiency;
         l.latency = type.latency;
         if (t_.vertices_[d].kind == VertexKind::fabric_switch) l.latency += switch_latency_;
@@ -442,10 +444,21 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
   // Above the leaves: one tier of `up` spines when every leaf fits on a spine's ports, else pods
   // of radix/2 leaves with `up` spines each, joined by `up` groups of radix/2 core switches
   // (spine s of every pod to core group s), the three-tier fat-tree.
+  // With adaptive routing every flow spreads evenly over the equal-cost paths, so each tier's
+  // switches act as one: a tier is built as one pooled switch, joined to each leaf (and each pod)
+  // by a trunk as wide as the links it stands for. Link for link the load is the even split's.
+  const bool adaptive = f.routing ? *f.routing == FabricRouting::adaptive : nic_type->adaptive_routing;
+  bool spines = false;  // a tier above the leaves, where routing has a choice
   auto upper_tiers = [&](const std::vector<std::uint32_t>& leaves, int up, bool force_three) -> Expected<std::string> {
     const int nleaves = static_cast<int>(leaves.size());
     if (nleaves <= 1 && !force_three) return std::string("no spine");
+    spines = true;
     if (nleaves <= f.radix && !force_three) {
+      if (adaptive) {
+        const std::uint32_t sp = fb.add_switch(fmt::format("spine0-{}", up - 1));
+        for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link(), 1, up);
+        return fmt::format("{} spine", up);
+      }
       for (int s = 0; s < up; ++s) {
         const std::uint32_t sp = fb.add_switch(fmt::format("spine{}", s));
         for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link());
@@ -460,6 +473,16 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
                                total_nics, nleaves, pods, f.radix, static_cast<long long>(f.radix) * f.radix * f.radix / 4),
                    "fabric.radix");
     }
+    const std::string summary = fmt::format("three tiers: {} pod(s) of {} spine, {} core", pods, up, pods > 1 ? up * half : 0);
+    if (adaptive) {
+      const std::uint32_t core = pods > 1 ? fb.add_switch(fmt::format("core0-{}", up * half - 1)) : 0;
+      for (int p = 0; p < pods; ++p) {
+        const std::uint32_t sp = fb.add_switch(fmt::format("pod{}-spine0-{}", p, up - 1));
+        for (int l = p * half; l < std::min(nleaves, (p + 1) * half); ++l) fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link(), 1, up);
+        if (pods > 1) fb.connect(sp, core, fb.link(), 1, up * half);
+      }
+      return summary;
+    }
     std::vector<std::vector<std::uint32_t>> cores(static_cast<std::size_t>(up));
     if (pods > 1) {
       for (int s = 0; s < up; ++s)
@@ -472,7 +495,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
         for (std::uint32_t c : cores[static_cast<std::size_t>(s)]) fb.connect(sp, c, fb.link());
       }
     }
-    return fmt::format("three tiers: {} pod(s) of {} spine, {} core", pods, up, pods > 1 ? up * half : 0);
+    return summary;
   };
   // Leaves filled with NICs in node-major order.
   auto fill_leaves = [&](int down) {
@@ -527,6 +550,11 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
       break;
     }
     case FabricKind::custom: {
+      if (f.routing == FabricRouting::adaptive) {
+        return Error("adaptive routing is modelled on fat-tree, clos3 and rail-optimized fabrics; a custom fabric routes by destination "
+                     "(give routing: static, or leave it out)",
+                     "fabric.routing");
+      }
       std::unordered_map<std::string, std::uint32_t> by_name;
       for (std::size_t i = 0; i < f.switches.size(); ++i) {
         if (by_name.count(f.switches[i])) {
@@ -640,6 +668,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
                    "fabric");
     }
   }
+  if (spines) detail += adaptive ? ", adaptive routing" : ", static routing (D-mod-k)";
   t.fabric_summary_ = fmt::format("{} fabric, {} x {} per node: {}", to_string(f.kind), t.nodes_[0].nics_used, nic_type->name, detail);
   return t;
 }

@@ -200,6 +200,33 @@ TEST(BadInput, CpuVendorIsIntelAmdOrOther) {
   EXPECT_NE(d.message.find("unknown CPU vendor 'via'"), std::string::npos) << d.to_string();
 }
 
+// InfiniBand NIC types say they route adaptively (presets/links.yaml); RoCE types do not; the
+// cluster's fabric.routing wins over either; a wrong value is refused at its line.
+TEST(Presets, RoutingFollowsTheNicTypeUnlessTheFabricSaysOtherwise) {
+  LoadContext ctx;
+  auto ib = load_cluster(ClusterRequest{"dgx-h100", 2, std::nullopt}, ctx);
+  const std::string roce = write_temp("roce.yaml", "node: dgx-h100\nnodes: 2\nfabric: {nic: roce-400}\n");
+  const std::string fixed = write_temp("static.yaml", "node: dgx-h100\nnodes: 2\nfabric: {routing: static}\n");
+  auto r = load(roce, ctx);
+  auto s = load(fixed, ctx);
+  ASSERT_TRUE(ib && r && s) << ctx.diagnostics.to_string();
+  EXPECT_TRUE(ib->groups.at(0).node.nic->adaptive_routing);
+  EXPECT_FALSE(ib->fabric.routing.has_value());
+  EXPECT_FALSE(r->fabric.nic->adaptive_routing);
+  EXPECT_EQ(s->fabric.routing, hw::FabricRouting::static_paths);
+  EXPECT_NE(hw::Topology::build(*ib)->summary().find("adaptive routing"), std::string::npos);
+  EXPECT_NE(hw::Topology::build(*r)->summary().find("static routing"), std::string::npos);
+  EXPECT_NE(hw::Topology::build(*s)->summary().find("static routing"), std::string::npos);
+
+  LoadContext bad;
+  const std::string f = write_temp("routing.yaml", "node: dgx-h100\nnodes: 2\nfabric:\n  routing: ecmp\n");
+  EXPECT_FALSE(load(f, bad).has_value());
+  ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
+  const auto& d = bad.diagnostics.items().at(0);
+  EXPECT_EQ(d.where.line, 4);
+  EXPECT_NE(d.message.find("unknown routing 'ecmp' (use adaptive or static)"), std::string::npos) << d.to_string();
+}
+
 TEST(BadInput, AllProblemsOfAFileAreReportedTogether) {
   LoadContext ctx;
   const std::string f = write_temp("many.yaml", "node: dgx-h100\nnodes: -3\ngpus_per_node: lots\nfabric: {kind: torus}\n");

@@ -165,6 +165,39 @@ TEST(Topology, FatTreeGrowsAThirdTierWhenTwoDoNotSuffice) {
   EXPECT_NE(t.summary().find("three tiers"), std::string::npos) << t.summary();
 }
 
+TEST(Topology, AdaptiveRoutingPoolsEachTierBehindTrunks) {
+  // 64 nodes of 4 NICs (50 GB/s each) on radix-16 leaves: 8 NICs per leaf, 8 uplinks, 32 leaves
+  // in 4 pods of 8 (three tiers). Adaptive routing spreads a flow over the 8 pod spines and the
+  // 64 cores above its leaf, so each tier is one switch, fed by a leaf's 8 uplinks (400 GB/s) and
+  // by a pod's 8 x 8 spine-to-core links (3,200 GB/s).
+  auto c = cluster(nvswitch_node(8, false), 64, FabricKind::fat_tree, 16);
+  c.fabric.routing = FabricRouting::adaptive;
+  Topology t = build(c);
+  EXPECT_EQ(t.fabric_switches(), 32 + 4 + 1);
+  EXPECT_NE(t.summary().find("three tiers: 4 pod(s) of 8 spine, 64 core, 1:1 oversubscribed, adaptive routing"), std::string::npos)
+      << t.summary();
+  Router r(t);
+  const Path p = r.route(0, 63 * 8);  // node 0 (pod 0) to node 63 (pod 3)
+  std::vector<std::pair<std::string, double>> hops;
+  for (LinkId l : p) hops.emplace_back(t.vertex_name(t.link(l).src) + ">" + t.vertex_name(t.link(l).dst), t.link(l).bandwidth.bytes_per_s() / 1e9);
+  ASSERT_EQ(hops.size(), 10u);
+  EXPECT_EQ(hops[3], std::pair(std::string("leaf0>pod0-spine0-7"), 400.0));
+  EXPECT_EQ(hops[4], std::pair(std::string("pod0-spine0-7>core0-63"), 3200.0));
+  EXPECT_EQ(hops[5], std::pair(std::string("core0-63>pod3-spine0-7"), 3200.0));
+  EXPECT_EQ(hops[6], std::pair(std::string("pod3-spine0-7>leaf31"), 400.0));
+  // Static routing keeps the switches apart and says so.
+  c.fabric.routing = FabricRouting::static_paths;
+  EXPECT_NE(build(c).summary().find("static routing (D-mod-k)"), std::string::npos);
+  // A custom fabric's links are the user's; adaptive routing is refused there, naming the field.
+  auto custom = cluster(nvswitch_node(8, false), 2, FabricKind::custom);
+  custom.fabric.switches = {"a"};
+  custom.fabric.attach = {{0, 1, "a"}};
+  custom.fabric.routing = FabricRouting::adaptive;
+  auto refused = Topology::build(custom);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "fabric.routing");
+}
+
 TEST(Topology, DisconnectedCustomFabricIsAnErrorNamingTheGpus) {
   auto c = cluster(nvswitch_node(8, false), 4, FabricKind::custom);
   c.fabric.switches = {"a", "b"};
