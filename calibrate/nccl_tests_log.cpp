@@ -102,7 +102,7 @@ std::string without_launcher_prefix(const std::string& s) {
     if (j >= s.size() || s[j] != ']') return s;
     ++j;
     if (!job_rank) return s.substr(j);
-    for (const std::string_view tag : {std::string_view("<stdout>:"), std::string_view("<stderr>:")}) {
+    for (const std::string_view tag : {std::string_view("<stdout>:"), std::string_view("<stderr>:"), std::string_view("<stddiag>:")}) {
       if (s.compare(j, tag.size(), tag) == 0) return s.substr(j + tag.size());
     }
     return s;

@@ -116,7 +116,13 @@ std::optional<hw::LinkType> HardwareLoader::link_from(MapReader& r, const std::s
   if (r.has("efficiency")) {
     if (auto e = r.number("efficiency", false, 1e-3, 1.0)) lt.efficiency = *e; else ok = false;
   }
-  if (auto a = r.boolean("adaptive_routing")) lt.adaptive_routing = *a;
+  if (auto a = r.boolean("adaptive_routing")) {
+    if (*a && lt.kind != hw::LinkKind::net) {
+      r.error("adaptive_routing", "applies to NIC (kind: net) link types, whose fabrics it routes");
+      ok = false;
+    }
+    lt.adaptive_routing = *a;
+  }
   r.finish();
   if (!ok) return std::nullopt;
   return lt;

@@ -99,6 +99,8 @@ class Topology {
   int first_rank(int node) const { return nodes_[static_cast<std::size_t>(node)].first_rank; }
   const NodeTemplate& node_template(int node) const { return *templates_[nodes_[static_cast<std::size_t>(node)].tmpl]; }
   int fabric_nics(int node) const { return nodes_[static_cast<std::size_t>(node)].nics_used; }
+  // Switch vertices of the model: an adaptively routed tier is one pooled vertex, so this counts
+  // physical switches only under static routing (the summary gives the physical counts).
   int fabric_switches() const { return static_cast<int>(switch_names_.size()); }
   // Global vertex of a node's local vertex, and of a GPU rank.
   std::uint32_t vertex(int node, int local_vertex) const;

@@ -109,7 +109,7 @@ TEST(NcclTestsLog, GarbageRowsNameFileAndLine) {
 TEST(NcclTestsLog, LauncherRankLabelsAreReadPast) {
   const auto bare = parse_nccl_tests(kTwoNodes, "all_reduce_perf.out");
   ASSERT_TRUE(bare.ok()) << bare.error().message;
-  for (const std::string label : {"[1,0]<stdout>:", " 0: ", "[0] "}) {
+  for (const std::string label : {"[1,0]<stdout>:", "[12,103]<stdout>: ", " 0: ", "12: ", "[0] ", "[103] "}) {
     std::string text;
     std::istringstream in(kTwoNodes);
     for (std::string line; std::getline(in, line);) text += label + line + "\n";

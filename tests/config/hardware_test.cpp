@@ -225,6 +225,16 @@ TEST(Presets, RoutingFollowsTheNicTypeUnlessTheFabricSaysOtherwise) {
   const auto& d = bad.diagnostics.items().at(0);
   EXPECT_EQ(d.where.line, 4);
   EXPECT_NE(d.message.find("unknown routing 'ecmp' (use adaptive or static)"), std::string::npos) << d.to_string();
+
+  LoadContext wrong_kind;
+  const std::string g = write_temp("ar-pcie.yaml",
+                                   "node: dgx-h100\nnodes: 2\nfabric:\n  link: {kind: pcie, bandwidth: 64 GB/s, latency: 1 us,\n"
+                                   "         adaptive_routing: true}\n");
+  EXPECT_FALSE(load(g, wrong_kind).has_value());
+  ASSERT_EQ(wrong_kind.diagnostics.size(), 1u) << wrong_kind.diagnostics.to_string();
+  EXPECT_EQ(wrong_kind.diagnostics.items().at(0).where.line, 5);
+  EXPECT_NE(wrong_kind.diagnostics.items().at(0).message.find("applies to NIC (kind: net) link types"), std::string::npos)
+      << wrong_kind.diagnostics.to_string();
 }
 
 TEST(BadInput, AllProblemsOfAFileAreReportedTogether) {

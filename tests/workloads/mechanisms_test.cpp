@@ -115,12 +115,12 @@ TEST(FatTreeRouting, ShiftPermutationUsesDistinctUplinks) {
 
 // Adaptive routing spreads every flow over the equal-cost paths, so a non-blocking tree carries
 // any traffic pattern as one big switch does, not only shift permutations. A double binary tree
-// all-reduce over 32 nodes is not a shift permutation: with static D-mod-k routing some of its
-// flows share an uplink; with adaptive routing its time equals one switch's (the tree adds only
-// hops' latency, a few microseconds of milliseconds), in two tiers and in three. The NICs (12.5
-// GB/s) are slower than the node's NVLink chain, so the network bounds the tree.
-Time tree_allreduce(hw::FabricKind kind, int radix, hw::FabricRouting routing) {
-  auto c = cluster(nvswitch_node(8, true, 12.5), 32, kind, radix);
+// all-reduce is not a shift permutation: with static D-mod-k routing some of its flows share an
+// uplink; with adaptive routing its time equals one switch's (the tiers add only hops' latency,
+// microseconds of tens of milliseconds): two tiers (fat-tree, rail-optimized) and three (clos3).
+// The NICs (12.5 GB/s) are slower than the node's NVLink chain, so the network bounds the tree.
+Time tree_allreduce(int nodes, hw::FabricKind kind, int radix, hw::FabricRouting routing) {
+  auto c = cluster(nvswitch_node(8, true, 12.5), nodes, kind, radix);
   c.fabric.routing = routing;
   const hw::Topology topo = std::move(hw::Topology::build(c)).value();
   hw::Router router(topo);
@@ -136,13 +136,22 @@ Time tree_allreduce(hw::FabricKind kind, int radix, hw::FabricRouting routing) {
 }
 
 TEST(FatTreeRouting, AdaptiveRoutingCarriesAnyPatternAsOneSwitch) {
-  const Time one_switch = tree_allreduce(hw::FabricKind::single_switch, 512, hw::FabricRouting::static_paths);
-  ASSERT_GT(one_switch, Time::zero());
-  for (auto [kind, radix] : {std::pair{hw::FabricKind::fat_tree, 16}, std::pair{hw::FabricKind::clos3, 16}}) {
-    const Time adaptive = tree_allreduce(kind, radix, hw::FabricRouting::adaptive);
-    const Time fixed = tree_allreduce(kind, radix, hw::FabricRouting::static_paths);
-    EXPECT_NEAR(adaptive.seconds(), one_switch.seconds(), one_switch.seconds() * 0.005) << hw::to_string(kind);
-    EXPECT_GT(fixed.seconds(), adaptive.seconds() * 1.05) << hw::to_string(kind) << ": static routing should collide here";
+  struct Case {
+    int nodes;
+    hw::FabricKind kind;
+    int radix;
+    const char* tiers;
+  };
+  // 32 nodes: 8 leaves under 32 spines (radix 64), or 32 leaves in 4 pods (radix 16); 64 nodes
+  // on radix 32: 4 units of 16 nodes, each rail's leaves joined by 16 spines.
+  for (const Case& c : {Case{32, hw::FabricKind::fat_tree, 64, "two tiers"}, Case{32, hw::FabricKind::clos3, 16, "three tiers"},
+                        Case{64, hw::FabricKind::rail_optimized, 32, "two tiers, 4 units"}}) {
+    const Time one_switch = tree_allreduce(c.nodes, hw::FabricKind::single_switch, 512, hw::FabricRouting::static_paths);
+    const Time adaptive = tree_allreduce(c.nodes, c.kind, c.radix, hw::FabricRouting::adaptive);
+    const Time fixed = tree_allreduce(c.nodes, c.kind, c.radix, hw::FabricRouting::static_paths);
+    ASSERT_GT(one_switch, Time::zero());
+    EXPECT_NEAR(adaptive.seconds(), one_switch.seconds(), one_switch.seconds() * 0.005) << hw::to_string(c.kind) << ", " << c.tiers;
+    EXPECT_GT(fixed.seconds(), adaptive.seconds() * 1.05) << hw::to_string(c.kind) << ", " << c.tiers << ": static routing should collide here";
   }
 }
 
