@@ -48,7 +48,7 @@ struct LinkType {
   Time switch_latency;      // NIC types: added per fabric switch a path enters
   double efficiency = 1.0;  // achievable fraction of `bandwidth`
   // NIC types: fabrics of this NIC route adaptively by default (InfiniBand switches spread a
-  // flow's packets over the equal-cost paths; NCCL turns adaptive routing on for IB links).
+  // flow's packets over the equal-cost paths; NCCL expects it on IB links, presets/links.yaml [16]).
   bool adaptive_routing = false;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -48,6 +49,8 @@ using LinkGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirec
 // Routing cost of a link: its latency plus the time to move 1 MiB over it (integer, so that
 // equal links tie exactly and ECMP sees them as equal).
 std::int64_t routing_cost(Bandwidth bw, Time latency);
+// The cost of no route, in the units of routing_cost (far from overflow when costs are added).
+inline constexpr std::int64_t kUnreachableCost = std::numeric_limits<std::int64_t>::max() / 4;
 
 // The internal structure of one kind of node with a given number of GPUs in use.
 class NodeTemplate {
