@@ -443,15 +443,16 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     const int nleaves = static_cast<int>(leaves.size());
     if (nleaves <= 1 && !force_three) return std::string("no spine");
     spines = true;
+    // Static routing builds every switch of a tier; adaptive routing one pooled switch ("spine0-7"
+    // for 8), whose links stand for `up` (leaf to spines) or `up x half` (pod to cores) links.
+    const int groups = adaptive ? 1 : up;
+    auto spine = [&](const std::string& prefix, int s) {
+      return fb.add_switch(adaptive ? fmt::format("{}spine0-{}", prefix, up - 1) : fmt::format("{}spine{}", prefix, s));
+    };
     if (nleaves <= f.radix && !force_three) {
-      if (adaptive) {
-        const std::uint32_t sp = fb.add_switch(fmt::format("spine0-{}", up - 1));
-        for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link(), 1, up);
-        return fmt::format("{} spine", up);
-      }
-      for (int s = 0; s < up; ++s) {
-        const std::uint32_t sp = fb.add_switch(fmt::format("spine{}", s));
-        for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link());
+      for (int s = 0; s < groups; ++s) {
+        const std::uint32_t sp = spine("", s);
+        for (std::uint32_t lf : leaves) fb.connect(lf, sp, fb.link(), 1, adaptive ? up : 1);
       }
       return fmt::format("{} spine", up);
     }
@@ -463,29 +464,21 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
                                total_nics, nleaves, pods, f.radix, static_cast<long long>(f.radix) * f.radix * f.radix / 4),
                    "fabric.radix");
     }
-    const std::string summary = fmt::format("three tiers: {} pod(s) of {} spine, {} core", pods, up, pods > 1 ? up * half : 0);
-    if (adaptive) {
-      const std::uint32_t core = pods > 1 ? fb.add_switch(fmt::format("core0-{}", up * half - 1)) : 0;
-      for (int p = 0; p < pods; ++p) {
-        const std::uint32_t sp = fb.add_switch(fmt::format("pod{}-spine0-{}", p, up - 1));
-        for (int l = p * half; l < std::min(nleaves, (p + 1) * half); ++l) fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link(), 1, up);
-        if (pods > 1) fb.connect(sp, core, fb.link(), 1, up * half);
-      }
-      return summary;
-    }
-    std::vector<std::vector<std::uint32_t>> cores(static_cast<std::size_t>(up));
+    std::vector<std::vector<std::uint32_t>> cores(static_cast<std::size_t>(groups));
     if (pods > 1) {
-      for (int s = 0; s < up; ++s)
-        for (int c = 0; c < half; ++c) cores[static_cast<std::size_t>(s)].push_back(fb.add_switch(fmt::format("core{}", s * half + c)));
+      for (int s = 0; s < groups; ++s)
+        for (int c = 0; c < (adaptive ? 1 : half); ++c)
+          cores[static_cast<std::size_t>(s)].push_back(
+              fb.add_switch(adaptive ? fmt::format("core0-{}", up * half - 1) : fmt::format("core{}", s * half + c)));
     }
     for (int p = 0; p < pods; ++p) {
-      for (int s = 0; s < up; ++s) {
-        const std::uint32_t sp = fb.add_switch(fmt::format("pod{}-spine{}", p, s));
-        for (int l = p * half; l < std::min(nleaves, (p + 1) * half); ++l) fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link());
-        for (std::uint32_t c : cores[static_cast<std::size_t>(s)]) fb.connect(sp, c, fb.link());
+      for (int s = 0; s < groups; ++s) {
+        const std::uint32_t sp = spine(fmt::format("pod{}-", p), s);
+        for (int l = p * half; l < std::min(nleaves, (p + 1) * half); ++l) fb.connect(leaves[static_cast<std::size_t>(l)], sp, fb.link(), 1, adaptive ? up : 1);
+        for (std::uint32_t c : cores[static_cast<std::size_t>(s)]) fb.connect(sp, c, fb.link(), 1, adaptive ? up * half : 1);
       }
     }
-    return summary;
+    return fmt::format("three tiers: {} pod(s) of {} spine, {} core", pods, up, pods > 1 ? up * half : 0);
   };
   // Leaves filled with NICs in node-major order.
   auto fill_leaves = [&](int down) {
