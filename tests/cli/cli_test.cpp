@@ -93,6 +93,29 @@ TEST(Cli, ZeroBandwidthIsRejected) {
   EXPECT_NE(r.out.find("must be positive"), std::string::npos) << r.out;
 }
 
+TEST(Cli, BadRoutingIsRefusedAtItsLine) {
+  const std::string f = temp("routing.yaml");
+  write(f, "node: dgx-h100\nnodes: 2\nfabric:\n  kind: fat-tree\n  routing: ecmp\n");
+  Result r = run("collective --cluster " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(f + ":5:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown routing 'ecmp' (use adaptive or static)"), std::string::npos) << r.out;
+  // A custom fabric's links are the user's: adaptive routing is refused there, pointing at the fabric.
+  const std::string g = temp("custom-adaptive.yaml");
+  write(g,
+        "node: dgx-h100\n"
+        "nodes: 2\n"
+        "fabric:\n"
+        "  kind: custom\n"
+        "  routing: adaptive\n"
+        "  switches: [sw]\n"
+        "  attach: [{nodes: 0-1, switch: sw}]\n");
+  r = run("collective --cluster " + g);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(g + ":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("adaptive routing is modelled on fat-tree, clos3 and rail-optimized fabrics"), std::string::npos) << r.out;
+}
+
 TEST(Cli, DisconnectedTopologyIsAnErrorNotAHang) {
   const std::string f = temp("islands.yaml");
   write(f,
