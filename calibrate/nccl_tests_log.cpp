@@ -212,9 +212,17 @@ Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::stri
         continue;
       }
       if (t[0] == "nThread" || t[0] == "nGpus") {
+        // Threads and GPUs of one nccl-tests process: a handful each. A count beyond 4,096 is not
+        // one (a 2^32 "nThread" wrapped to an int overflowed nThread x nGpus: fuzz_nccl_tests).
+        constexpr std::int64_t kMaxCount = 4096;
         for (std::size_t i = 0; i + 1 < t.size(); ++i) {
-          if (t[i] == "nThread") log.nthread = static_cast<int>(to_int(t[i + 1]).value_or(0));
-          if (t[i] == "nGpus") log.ngpus = static_cast<int>(to_int(t[i + 1]).value_or(0));
+          if (t[i] != "nThread" && t[i] != "nGpus") continue;
+          const std::int64_t v = to_int(t[i + 1]).value_or(0);
+          if (v < 0 || v > kMaxCount) {
+            return Error(fmt::format("{}:{}: {} {} is not a count of threads or GPUs of one nccl-tests process (0 to {})", name, lineno, t[i],
+                                     t[i + 1], kMaxCount));
+          }
+          (t[i] == "nThread" ? log.nthread : log.ngpus) = static_cast<int>(v);
         }
         continue;
       }

@@ -99,6 +99,12 @@ TEST(NcclTestsLog, GarbageRowsNameFileAndLine) {
   ASSERT_FALSE(short_row.ok());
   EXPECT_NE(short_row.error().message.find("short.log:1:"), std::string::npos) << short_row.error().message;
 
+  // A settings line with counts no nccl-tests process has (fuzz_nccl_tests: a 2^32 nThread
+  // overflowed nThread x nGpus in `dtsim fit`) is refused at its line.
+  auto absurd = parse_nccl_tests("9 7 o s 1 5 4 7 N/A 1 6 0 N/A\n#nThread 4294967296 nGpus 8\n", "absurd.log");
+  ASSERT_FALSE(absurd.ok());
+  EXPECT_NE(absurd.error().message.find("absurd.log:2: nThread 4294967296 is not a count"), std::string::npos) << absurd.error().message;
+
   auto none = parse_nccl_tests("# nThread 1 nGpus 8\n# Avg bus bandwidth : 1\nsrun: job 42 done\n", "empty.log");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("no nccl-tests data rows"), std::string::npos) << none.error().message;
