@@ -1,5 +1,7 @@
 #include "workloads/executor_engine.hpp"
 
+#include <limits>
+
 namespace dtsim::workloads::detail {
 
 // Once every worker's gradients are in: each shard sums them and applies the update on its CPU,
@@ -20,6 +22,24 @@ void Engine::ps_update(Executor& e) {
 
 // ZeRO-3 / FSDP: gathers a layer's parameter shards before it runs, on a stream of its own, at
 // most one layer ahead of the layer being computed (FSDP's default forward/backward prefetch).
+// With Megatron-Core's --overlap-param-gather the same stream gathers the distributed optimizer's
+// buckets, the next one dispatched once the forward pass has waited for the one before
+// (distrib_optimizer.py _finish_param_sync_helper).
+int Engine::first_gathers_allowed(const StepInputs& in) {
+  // ZeRO-3 / FSDP: the first layer's gather starts with the step.
+  if (in.parallel.zero >= 3) return 0;
+  // --overlap-param-gather with the interleaved schedule: Megatron-LM aligns the gathers across
+  // pipeline stages (--align-param-gather, on by default there): every stage dispatches its model
+  // chunks' buckets when its schedule starts (megatron/core/pipeline_parallel/schedules.py, "Synchronize
+  // params for first two model chunks"; later chunks a few micro-batches ahead, here at once), and
+  // they run one after another on the gather stream.
+  if (in.parallel.schedule == PipelineSchedule::interleaved_1f1b) return std::numeric_limits<int>::max();
+  // Otherwise (align_param_gather is forced off) a stage dispatches its first bucket when its
+  // forward pass first needs it, and each next one once it has waited for the one before
+  // (param_and_grad_buffer.py finish_param_sync).
+  return -1;
+}
+
 void Engine::pump_gathers(Executor& e) {
   const auto& gs = e.prog->gathers;
   if (e.gather_busy || e.gather_next >= static_cast<int>(gs.size()) || e.gather_next > e.gather_allowed) return;
@@ -31,7 +51,8 @@ void Engine::pump_gathers(Executor& e) {
   const int stage = e.stage;
   join(fmt::format("zg|{}|{}", stage, idx), replicas_, [this, &e, idx, bytes, start = sim_.now()] {
     record(e, TimelineEvent::Track::dp, start, "dp allgather (parameters)",
-           fmt::format("{} per rank, layer {} (ZeRO-3 prefetch)", to_string(Bytes(static_cast<I>(bytes))), idx));
+           fmt::format("{} per rank, {} {} ({})", to_string(Bytes(static_cast<I>(bytes))), in_.parallel.zero >= 3 ? "layer" : "bucket", idx,
+                       in_.parallel.zero >= 3 ? "ZeRO-3 prefetch" : "overlapped with the forward pass"));
     e.gather_busy = false;
     change_background(e, -1);
     e.gathered[static_cast<std::size_t>(idx)] = 1;
@@ -208,6 +229,9 @@ void Engine::optimizer_step(Executor& e) {
 
 bool Engine::gather_params(Executor& e) {
   if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.grad_dp() < 2) return false;
+  // --overlap-param-gather: the gather runs under the next step's first forward pass instead
+  // (the stage graph's gather waits; this step began with the previous one's).
+  if (in_.parallel.overlap_param_gather) return false;
   // ZeRO / the distributed optimizer: gather the updated shards back into full parameters.
   const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
   const double bytes = e.prog->dense_params * (mixed ? 2.0 : 4.0);

@@ -56,7 +56,7 @@ struct Executor {
   std::vector<char> gathered;
   bool gather_busy = false;
   int gather_next = 0;     // next gather the stream starts (in order)
-  int gather_allowed = 0;  // prefetch limit: one layer ahead of the layer being computed
+  int gather_allowed = 0;  // the last gather the stream may start: one ahead of the one waited for
   int waiting_gather = -1;
   // Host-launched ops (GraphOp::host_gap): the host's launch clock, and the other streams.
   Time host;
@@ -82,6 +82,7 @@ class Engine {
         e.prog = &graph.kinds[static_cast<std::size_t>(kinds.mixed() ? kinds.kind_of(lay, s, r) : 0)][static_cast<std::size_t>(s)];
         e.act_ready.assign(static_cast<std::size_t>(graph.micro_batches * graph.virtual_stages), 0);
         e.gathered.assign(e.prog->gathers.size(), 0);
+        e.gather_allowed = first_gathers_allowed(in);
         e.grad_ready.assign(static_cast<std::size_t>(graph.micro_batches * graph.virtual_stages), 0);
         e.record = in.record_timeline &&
                    (in.timeline_stages.empty() || std::find(in.timeline_stages.begin(), in.timeline_stages.end(), s) != in.timeline_stages.end());
@@ -94,6 +95,8 @@ class Engine {
   ExecutionRecord take_record();
 
  private:
+  // The gathers a stage may start before its ops wait for any (executor_dp.cpp).
+  static int first_gathers_allowed(const StepInputs& in);
   void launch(const Collective& c, std::function<void()> done);
   void ps_update(Executor& e);
   void start_input_copies();

@@ -9,8 +9,9 @@
 //     stage holding g + 1; send_grad (m, g) feeds recv_grad (m, g - 1);
 //   - gradient edges: grads_ready (slot i) makes a layer's gradients final; the buckets that close
 //     at slot i (StageGraph::slot_bucket) are then reduced on the data-parallel stream;
-//   - ZeRO-3 edges: gather_wait (i) waits for parameter gather i, which runs on a stream of its
-//     own at most one layer ahead;
+//   - gather edges: gather_wait (i) waits for parameter gather i, which runs on a stream of its
+//     own (ZeRO-3: at most one layer ahead; the distributed optimizer's overlapped gather:
+//     executor_dp.cpp, first_gathers_allowed);
 //   - end_backward: the data-parallel stream drains, then the optimizer step runs (the `optimizer`
 //     time below), then the ops after it, if any (a traced step's optimizer kernels), then, with
 //     ZeRO-1/2, the all-gather of the updated shards.
@@ -94,7 +95,7 @@ struct StageGraph {
   std::vector<LayerSlot> grad_slots;  // layers in the order their gradients become final
   std::vector<Bucket> buckets;        // gradient buckets, in reduction order
   std::vector<int> slot_bucket;       // per gradient slot: the last bucket it closes (-1: none)
-  std::vector<double> gathers;        // ZeRO-3: parameters gathered before each layer pass, in order
+  std::vector<double> gathers;        // parameters gathered before a layer pass (ZeRO-3; overlapped ZeRO-1/2 buckets), in order
   std::vector<Transfer> transfers;    // nn.DataParallel: used by `transfer` ops
   std::vector<std::string> labels{"step"};  // names of the pipeline ops, for timelines
   Time optimizer;                     // the optimizer step's update on this stage's GPU kind

@@ -67,6 +67,12 @@ struct Builder {
     zero3_gather(w, in, lay, params);
     for (const Pass* p : passes) append_pass(*p, cm, w);
   }
+  // The gradient bucket cap in parameters (strategies.hpp, bucket_policy), which Megatron-Core's
+  // parameter all-gather buckets share.
+  double bucket_cap_params() const {
+    const bool transformer = std::holds_alternative<TransformerSpec>(in.model);
+    return bucket_policy(in, lay, transformer).cap.as_double() / hw::dtype_bytes(in.training.grad_dtype);
+  }
   Status transformer(const TransformerSpec& m, std::vector<StageGraph>& stages, std::vector<StageWriter>& writers, double& act_msg_bytes) const;
   Status cnn(const CnnSpec& m, std::vector<StageGraph>& stages, std::vector<StageWriter>& writers) const;
 };
@@ -118,6 +124,8 @@ Status Builder::transformer(const TransformerSpec& m, std::vector<StageGraph>& s
       if ((*ops)[i].kind == PipeOp::Kind::backward) last_b[static_cast<std::size_t>((*ops)[i].chunk)] = i;
     }
     const bool reduce_each_backward = par.zero >= 3 && lay.grad_dp() > 1;
+    // --overlap-param-gather: each chunk's first forward waits for its parameter buckets.
+    std::vector<char> gathered_chunk(static_cast<std::size_t>(v), overlaps_param_gather(in, lay) ? 0 : 1);
     for (std::size_t i = 0; i < ops->size(); ++i) {
       const PipeOp& op = (*ops)[i];
       const int g = virtual_stage(p, s, op.chunk);
@@ -129,7 +137,17 @@ Status Builder::transformer(const TransformerSpec& m, std::vector<StageGraph>& s
         // Token ids in (int64); logits out, in the activation type.
         if (dataparallel) dataparallel_before_forward(w, in, lay, 8.0 * static_cast<double>(sh.seq), static_cast<double>(parameter_count(m)));
         if (g > 0) w.push(OpKind::recv_act, op.microbatch, g);
-        for (const LayerProgram* lp : L) append_layer({&lp->forward}, static_cast<double>(lp->params), cm, w);
+        std::vector<double> bucket_at(L.size(), 0.0);
+        if (!gathered_chunk[static_cast<std::size_t>(op.chunk)]) {
+          gathered_chunk[static_cast<std::size_t>(op.chunk)] = 1;
+          std::vector<double> params;
+          for (const LayerProgram* lp : L) params.push_back(static_cast<double>(lp->params));
+          bucket_at = param_gather_buckets(params, bucket_cap_params());
+        }
+        for (std::size_t k = 0; k < L.size(); ++k) {
+          param_gather_wait(w, bucket_at[k]);
+          append_layer({&L[k]->forward}, static_cast<double>(L[k]->params), cm, w);
+        }
         if (g < vstages - 1) w.push(OpKind::send_act, op.microbatch, g);
         if (dataparallel) dataparallel_after_forward(w, in, lay, static_cast<double>(sh.seq * m.vocab * e_bytes));
       } else {
@@ -197,10 +215,19 @@ Status Builder::cnn(const CnnSpec& m, std::vector<StageGraph>& stages, std::vect
   const int e_bytes = tr.precision == hw::DType::fp32 || tr.precision == hw::DType::tf32 ? 4 : 2;
   // Without a described input pipeline: fp32 images (torchvision's ToTensor and Normalize).
   const double image_bytes = tr.data ? tr.data->input_bytes.as_double() : 3.0 * static_cast<double>(m.image * m.image) * 4.0;
+  std::vector<double> bucket_at(layers.size(), 0.0);
+  if (overlaps_param_gather(in, lay)) {
+    std::vector<double> params;
+    for (const auto& l : layers) params.push_back(static_cast<double>(l.params));
+    bucket_at = param_gather_buckets(params, bucket_cap_params());
+  }
   for (int mb = 0; mb < micro; ++mb) {
     w.begin(fmt::format("forward mb {}", mb));
     if (dataparallel) dataparallel_before_forward(w, in, lay, image_bytes, static_cast<double>(parameter_count(m)));
-    for (const auto& l : layers) append_layer({&l.forward}, static_cast<double>(l.params), cm, w);
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      if (mb == 0) param_gather_wait(w, bucket_at[k]);
+      append_layer({&layers[k].forward}, static_cast<double>(layers[k].params), cm, w);
+    }
     if (dataparallel) dataparallel_after_forward(w, in, lay, static_cast<double>(m.classes * e_bytes));
     w.begin(fmt::format("backward mb {}", mb));
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {

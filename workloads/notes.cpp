@@ -24,6 +24,13 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   if (par.zero > 0 && lay.dp() == 1) {
     out.push_back("parallel.zero has no effect with dp = 1 (ZeRO shards over the data-parallel ranks)");
   }
+  if (par.overlap_param_gather && (par.zero < 1 || par.zero > 2)) {
+    out.push_back("parallel.overlap_param_gather has no effect with zero " + std::to_string(par.zero) +
+                  (par.zero == 0 ? " (it overlaps the distributed optimizer's parameter all-gather: zero 1 or 2)"
+                                 : " (ZeRO-3 gathers every layer's parameters before it runs anyway)"));
+  } else if (par.overlap_param_gather && lay.grad_dp() == 1) {
+    out.push_back("parallel.overlap_param_gather has no effect with one data-parallel rank (there is no parameter all-gather)");
+  }
   const bool bucketed = par.dp_impl == DpImpl::ddp || par.dp_impl == DpImpl::parameter_server || par.dp_impl == DpImpl::no_overlap;
   if (!bucketed && par.bucket.count() > 0 && par.bucket != Bytes::MiB(25)) {
     out.push_back("parallel.bucket has no effect with dp_impl: " + std::string(to_string(par.dp_impl)) +

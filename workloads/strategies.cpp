@@ -78,6 +78,33 @@ void zero3_gather(StageWriter& w, const StepInputs& in, const Layout& lay, doubl
   }
 }
 
+bool overlaps_param_gather(const StepInputs& in, const Layout& lay) {
+  return in.parallel.overlap_param_gather && (in.parallel.zero == 1 || in.parallel.zero == 2) && lay.grad_dp() > 1;
+}
+
+std::vector<double> param_gather_buckets(const std::vector<double>& layer_params, double cap_params) {
+  // megatron/core/distributed/param_and_grad_buffer.py fills buckets walking the parameters in
+  // reverse and closes one once it holds at least bucket_size parameters, so the bucket holding the
+  // chunk's first layers is the remainder; distrib_optimizer.py gathers them in forward order and
+  // waits for one in the forward pre-hook of the first module that uses it.
+  std::vector<double> starts(layer_params.size(), 0.0);
+  double open = 0;
+  for (std::size_t i = layer_params.size(); i-- > 0;) {
+    open += std::max(0.0, layer_params[i]);
+    if (open > 0 && (open >= cap_params || i == 0)) {
+      starts[i] = open;
+      open = 0;
+    }
+  }
+  return starts;
+}
+
+void param_gather_wait(StageWriter& w, double bucket_params) {
+  if (bucket_params <= 0) return;
+  w.g.gathers.push_back(bucket_params);
+  w.push(OpKind::gather_wait, static_cast<int>(w.g.gathers.size() - 1));
+}
+
 BucketPolicy bucket_policy(const StepInputs& in, const Layout& lay, bool transformer) {
   const ParallelSpec& par = in.parallel;
   // Gradient buckets: PyTorch DDP's 25 MB unless set; Megatron-Core's max(40M, 1M x dp) parameters

@@ -5,6 +5,8 @@
 // (gradient buckets, the optimizer step, tied embeddings). None of them needs the simulator.
 #pragma once
 
+#include <vector>
+
 #include "hw/topology.hpp"
 #include "workloads/graph.hpp"
 #include "workloads/graph_build.hpp"
@@ -27,6 +29,17 @@ void dataparallel_after_backward(StageWriter& w, const StepInputs& in, const Lay
 
 // ZeRO-3 / FSDP: a layer pass of `params` parameters first waits for their gather.
 void zero3_gather(StageWriter& w, const StepInputs& in, const Layout& lay, double params);
+
+// Megatron-Core's --overlap-param-gather (parallel.overlap_param_gather, zero 1 or 2): the updated
+// parameters of each model chunk are all-gathered bucket by bucket in forward order, a bucket
+// waited for before the first layer that holds its parameters in the chunk's first forward pass.
+bool overlaps_param_gather(const StepInputs& in, const Layout& lay);
+// The chunk's buckets, from its layers' parameters in forward order: Megatron-Core's rule (walk the
+// parameters from the end, close a bucket once it holds `cap_params`), at layer granularity. For
+// each layer, the parameters of the bucket that starts there (0 where none does).
+std::vector<double> param_gather_buckets(const std::vector<double>& layer_params, double cap_params);
+// Before a layer of the chunk's first forward pass: the wait for the bucket starting there.
+void param_gather_wait(StageWriter& w, double bucket_params);
 
 // How gradients are grouped into buckets: PyTorch DDP's cap (with its small first bucket),
 // Megatron-Core's, one bucket for MirroredStrategy, one per layer for Horovod's fusion cycle.

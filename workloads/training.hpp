@@ -129,6 +129,10 @@ struct ParallelSpec {
   PipelineSplit split = PipelineSplit::even;  // how blocks are spread over the virtual stages (schedule.hpp)
   int zero = 0;                    // 0 (plain data parallel), 1, 2 or 3 (3 = FSDP full sharding)
   bool sequence_parallel = false;
+  // Megatron-Core's --overlap-param-gather (zero 1 or 2): the distributed optimizer's all-gather of
+  // the updated parameters runs bucket by bucket under the next step's first forward pass, each
+  // bucket waited for before its first layer, instead of after the optimizer step.
+  bool overlap_param_gather = false;
   DpImpl dp_impl = DpImpl::ddp;
   Bytes bucket = Bytes::MiB(25);           // DDP gradient bucket cap (PyTorch bucket_cap_mb=25, in MiB)
   Bytes fusion_buffer = Bytes(64 << 20);   // Horovod tensor fusion threshold

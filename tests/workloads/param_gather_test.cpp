@@ -1,0 +1,128 @@
+// Megatron-Core's --overlap-param-gather (parallel.overlap_param_gather; docs/model.md, "Pipeline,
+// data parallelism and the step"). Checked against hand-worked cases and the mechanism's own
+// arithmetic, not against dtsim's output:
+//  - the buckets: Megatron-Core fills them walking the parameters from the end and closes one once
+//    it holds the cap, so the chunk's first bucket is the remainder (worked by hand below);
+//  - the step: with compute per bucket longer than a bucket's gather and no compute slowdown, the
+//    overlapped step is the after-step one less the after-step gather plus the first bucket's
+//    gather (the only one the forward pass cannot hide);
+//  - the dispatch: the interleaved schedule aligns the gathers across stages (all dispatched when
+//    the schedule starts, run back to back); 1F1B dispatches a stage's first bucket when its
+//    forward pass first needs it, after the stage's first activation has arrived.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/hw/fixtures.hpp"
+#include "workloads/step.hpp"
+#include "workloads/strategies.hpp"
+
+namespace dtsim::workloads {
+namespace {
+
+using hw::testing::cluster;
+using hw::testing::nvswitch_node;
+
+TEST(ParamGather, BucketsAreFilledFromTheEndOfTheChunk) {
+  // Layers of 10, 50, 50, 50 and 10 parameters, cap 60. From the end: 10 + 50 = 60 closes a bucket
+  // starting at layer 3; 50 + 50 = 100 one starting at layer 1; layer 0's 10 is the remainder.
+  const std::vector<double> starts = param_gather_buckets({10, 50, 50, 50, 10}, 60);
+  EXPECT_EQ(starts, (std::vector<double>{10, 100, 0, 60, 0}));
+  // A layer above the cap is a bucket of its own; nothing is lost or counted twice.
+  EXPECT_EQ(param_gather_buckets({5, 200, 5}, 60), (std::vector<double>{5, 205, 0}));
+  EXPECT_EQ(param_gather_buckets({}, 60), std::vector<double>{});
+}
+
+TransformerSpec gpt(std::int64_t layers, std::int64_t hidden) {
+  TransformerSpec m;
+  m.name = "gpt";
+  m.hidden = hidden;
+  m.layers = layers;
+  m.heads = hidden / 128;
+  m.kv_heads = hidden / 128;
+  m.head_dim = 128;
+  m.ffn = 4 * hidden;
+  m.vocab = 32000;
+  m.max_seq = 8192;
+  m.positions = Positions::rotary;
+  m.norm = Norm::rmsnorm;
+  m.tied_embeddings = false;  // the head holds its own vocab x h parameters
+  return m;
+}
+
+struct Observed {
+  double step_s = 0;
+  std::vector<TimelineEvent> gathers;  // "dp allgather (parameters)" of (stage, replica 0)
+  std::vector<TimelineEvent> after_step;  // "dp allgather (updated parameters)"
+  std::vector<TimelineEvent> sends;  // pipeline sends of activations
+};
+
+// Two nodes of 8 GPUs with a 50 GB/s NIC each; `pp` stages, data parallelism 16 / pp; micro-batches
+// of 8 x 8192 tokens, so that a block's forward pass (about 7 TFLOP) outlasts the all-gather of two
+// blocks' parameters. The bucket cap is 1.5 blocks (12 h^2 parameters each, fp32 gradients): from
+// the end, the head and block 7 close a bucket, then blocks 6-5, 4-3 and 2-1, and the first bucket
+// is the remainder, the embedding and block 0.
+Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
+  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
+  StepInputs in;
+  in.model = gpt(8, 2048);
+  in.training.micro_batch = 8;
+  in.training.seq_len = 8192;
+  in.parallel.pp = pp;
+  in.parallel.dp = 16 / pp;
+  in.training.global_batch = 8 * (16 / pp) * 2 * pp;
+  in.parallel.schedule = schedule;
+  in.parallel.virtual_stages = schedule == PipelineSchedule::interleaved_1f1b ? 2 : 1;
+  in.parallel.zero = 1;
+  in.parallel.bucket = Bytes(static_cast<std::int64_t>(1.5 * 12 * 2048.0 * 2048.0 * 4));
+  in.parallel.overlap_param_gather = overlap;
+  in.compute.comm_slowdown = 0;
+  in.record_timeline = true;
+  auto r = simulate_step(topo, in);
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  Observed out;
+  if (!r.ok()) return out;
+  out.step_s = r->step_time_s;
+  for (const TimelineEvent& e : r->timeline.events) {
+    if (e.stage != stage || e.replica != 0) continue;
+    if (e.name == "dp allgather (parameters)") out.gathers.push_back(e);
+    if (e.name == "dp allgather (updated parameters)") out.after_step.push_back(e);
+    if (e.track == TimelineEvent::Track::pipeline && e.name.rfind("send activation", 0) == 0) out.sends.push_back(e);
+  }
+  return out;
+}
+
+TEST(ParamGather, OnlyTheFirstBucketIsExposed) {
+  const Observed off = run(false, 1, PipelineSchedule::one_f_one_b);
+  const Observed on = run(true, 1, PipelineSchedule::one_f_one_b);
+  ASSERT_EQ(off.after_step.size(), 1u);
+  EXPECT_TRUE(off.gathers.empty());
+  EXPECT_TRUE(on.after_step.empty()) << "the overlapped gather replaces the one after the optimizer";
+  ASSERT_EQ(on.gathers.size(), 5u);
+  EXPECT_EQ(on.gathers.front().start, Time::zero());
+  const double total = (off.after_step[0].end - off.after_step[0].start).seconds();
+  const double first = (on.gathers.front().end - on.gathers.front().start).seconds();
+  ASSERT_GT(total, 3 * first);  // 5 buckets, the first 115.8M of 533M parameters
+  EXPECT_NEAR(on.step_s, off.step_s - total + first, 1e-6 * off.step_s);
+}
+
+TEST(ParamGather, InterleavedStagesGatherBackToBackFromTheStart) {
+  const Observed on = run(true, 2, PipelineSchedule::interleaved_1f1b, 1);
+  ASSERT_GE(on.gathers.size(), 2u);
+  EXPECT_EQ(on.gathers.front().start, Time::zero()) << "stage 1 gathers while it waits for its first activation";
+  for (std::size_t i = 1; i < on.gathers.size(); ++i) EXPECT_EQ(on.gathers[i].start, on.gathers[i - 1].end) << i;
+}
+
+TEST(ParamGather, OneFOneBGathersWhenTheForwardNeedsThem) {
+  const Observed first = run(true, 2, PipelineSchedule::one_f_one_b, 0);
+  const Observed second = run(true, 2, PipelineSchedule::one_f_one_b, 1);
+  ASSERT_FALSE(first.sends.empty());
+  ASSERT_FALSE(second.gathers.empty());
+  EXPECT_EQ(first.gathers.front().start, Time::zero());
+  // Stage 1's forward pass first needs its parameters once stage 0's first activation is in.
+  EXPECT_GE(second.gathers.front().start, first.sends.front().end);
+}
+
+}  // namespace
+}  // namespace dtsim::workloads
