@@ -209,7 +209,12 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
       const double buckets = std::max(1.0, std::ceil((f.dense_params + f.expert_params) * grad_bytes / bucket));
       const bool overlap = par.dp_impl == workloads::DpImpl::ddp || par.dp_impl == workloads::DpImpl::horovod;
       dp_s[s] = overlap ? std::max(t / buckets, t - bwd[s]) : t;
-      if (par.zero >= 1 && par.zero < 3) dp_s[s] += collective_s(CollOp::allgather, group, f.dense_params * param_bytes) * share;
+      if (par.zero >= 1 && par.zero < 3) {
+        // After the optimizer step; with overlap_param_gather under the next first forward pass,
+        // which hides all but a bucket's worth (docs/model.md).
+        const double g = collective_s(CollOp::allgather, group, f.dense_params * param_bytes) * share;
+        dp_s[s] += par.overlap_param_gather ? std::max(g / buckets, g - fwd[s]) : g;
+      }
       if (par.zero >= 3) {
         for (const auto& [params, times] : zero3_layers[s]) {
           const double g = collective_s(CollOp::allgather, group, params * param_bytes) * share;
