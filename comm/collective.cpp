@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "comm/channels.hpp"
 #include "comm/split.hpp"
 
 namespace dtsim::comm {
@@ -40,6 +42,22 @@ int ceil_log2(int m) {
 }
 
 void append(hw::Path& dst, const hw::Path& src) { dst.insert(dst.end(), src.begin(), src.end()); }
+
+// "9.0" -> 90; 0 when the GPU does not say (NCCL's older-GPU rules then apply).
+int compute_capability(const hw::GpuSpec& g) {
+  const std::string& cc = g.compute_capability;
+  const auto dot = cc.find('.');
+  if (cc.empty() || dot == std::string::npos || dot == 0 || dot + 1 >= cc.size()) return 0;
+  int major = 0, minor = 0;
+  for (std::size_t i = 0; i < dot; ++i) {
+    if (cc[i] < '0' || cc[i] > '9') return 0;
+    major = major * 10 + (cc[i] - '0');
+    if (major > 100) return 0;
+  }
+  if (cc[dot + 1] < '0' || cc[dot + 1] > '9') return 0;
+  minor = cc[dot + 1] - '0';
+  return major * 10 + minor;
+}
 
 std::vector<LinkUse> to_uses(const hw::Path& p) {
   std::vector<LinkUse> u;
@@ -131,6 +149,25 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
   const bool two = lay.nodes.size() == 2;
   if (host_vendor(lay) == hw::CpuVendor::amd) return two ? params_.ll_max_busbw_amd_2nodes : params_.ll_max_busbw_amd_more;
   return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
+}
+
+CommParams Planner::channel_params(const Layout& lay, int search_channels) const {
+  CommParams p = params_;
+  if (lay.nodes.size() <= 1) return p;
+  ChannelSearch s;
+  s.search_channels = search_channels;
+  s.nic_GBps = std::numeric_limits<double>::infinity();
+  s.compute_capability = std::numeric_limits<int>::max();
+  const auto& fabric_nic = topo_.spec().fabric.nic;
+  for (const auto& part : lay.nodes) {
+    const hw::NodeSpec& spec = topo_.node_template(part.node).spec();
+    const auto& nic = fabric_nic ? fabric_nic : spec.nic;
+    if (nic) s.nic_GBps = std::min(s.nic_GBps, nic->bandwidth.bytes_per_s() / 1e9);
+    s.compute_capability = std::min(s.compute_capability, compute_capability(spec.gpu));
+  }
+  if (!std::isfinite(s.nic_GBps)) return p;
+  p.max_channels = nccl_multinode_channels(s);
+  return p;
 }
 
 double Planner::bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const {
@@ -523,12 +560,12 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo), and its kernel
   // cuts the message in pieces that leave some channels more than others (comm/split.hpp): the
   // ring moves at (even share over all channels) / (busiest channel's edge) of its rate.
-  const double used = ring_split_fraction(params_, op, proto, size, n);
+  // NCCL's channel count on this communicator (channel_params) sets both.
+  const CommParams chp = channel_params(lay, static_cast<int>(channels.size()));
+  const double used = ring_split_fraction(chp, op, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
-  const std::int64_t slices = proto == Protocol::simple
-                                  ? params_.ring_slices(size, n, params_.channels_used(Algo::ring, proto, size, n), nsteps)
-                                  : 0;
+  const std::int64_t slices = proto == Protocol::simple ? chp.ring_slices(size, n, chp.channels_used(Algo::ring, proto, size, n), nsteps) : 0;
   if (fid == Fidelity::per_step) {
     const Time slice_lat = intra_lat * (slices / nsteps);
     const double chunk = size.as_double() / n / nch;
@@ -609,7 +646,8 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
   for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
-  cap_channels(ph, static_cast<double>(params_.channels_used(Algo::ring, proto, size, n)) / std::max(1, params_.max_channels));
+  const CommParams chp = channel_params(lay, static_cast<int>(channels.size()));
+  cap_channels(ph, static_cast<double>(chp.channels_used(Algo::ring, proto, size, n)) / std::max(1, chp.max_channels));
   plan.phases.push_back(std::move(ph));
 }
 
@@ -671,7 +709,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   ph.what = "double binary tree all-reduce";
   for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
   // Fewer channels for small messages, and pieces that leave the first channels the most.
-  cap_channels(ph, tree_split_fraction(params_, proto, size, plan.ranks, m));
+  cap_channels(ph, tree_split_fraction(channel_params(lay, nch), proto, size, plan.ranks, m));
   plan.phases.push_back(std::move(ph));
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "comm/channels.hpp"
 #include "comm/collective.hpp"
 #include "tests/hw/fixtures.hpp"
 
@@ -97,6 +98,40 @@ TEST(Split, TheBusiestChannelSetsTheRingsTime) {
   const double expected = 14e-6 + 14 * 1.9e-6 + 2.0 * 7 / 8 * S / (0.92 * 100e9) * stretch;
   EXPECT_NEAR(simulate_alone(topo, p).seconds(), expected, 0.01 * expected);
   EXPECT_NEAR(p.estimate.seconds(), expected, 0.01 * expected);
+}
+
+}  // namespace
+}  // namespace dtsim::comm
+
+namespace dtsim::comm {
+namespace {
+
+// NCCL v2.18.5's channel count across nodes (comm/channels.hpp), worked by hand from its source:
+// search speed tables (search.cc), the search's own doubling, ncclTopoPostset's doubling and the
+// Hopper rule (connect.cc).
+TEST(NcclChannels, SearchSpeedIsTheLargestTheNicCarries) {
+  EXPECT_DOUBLE_EQ(nccl_search_speed(50, 90), 48);    // NDR / 400 GbE on Hopper
+  EXPECT_DOUBLE_EQ(nccl_search_speed(25, 80), 24);    // HDR on Ampere
+  EXPECT_DOUBLE_EQ(nccl_search_speed(12.5, 80), 12);  // 100 Gb/s
+  EXPECT_DOUBLE_EQ(nccl_search_speed(12.5, 90), 12);
+  EXPECT_DOUBLE_EQ(nccl_search_speed(0.01, 80), 0.12);  // slower than the table: its last speed
+}
+
+TEST(NcclChannels, FollowTheSearchAndBothDoublings) {
+  // 8 NICs of 50 GB/s on Hopper: 8 channels at 48 (kept: under 50 GB/s with more than 4), 16
+  // after ncclTopoPostset, 32 with the Hopper rule (48 > 45).
+  EXPECT_EQ(nccl_multinode_channels({8, 50, 90}), 32);
+  // 8 HDR NICs on Ampere: 8 at 24 (kept: under 25 GB/s), 16 after ncclTopoPostset.
+  EXPECT_EQ(nccl_multinode_channels({8, 25, 80}), 16);
+  // One GPU per node on Hopper: 1 channel at 48, doubled by the search to 2 at 24, 4 after
+  // ncclTopoPostset; 24 GB/s is under the Hopper rule's 45.
+  EXPECT_EQ(nccl_multinode_channels({1, 50, 90}), 4);
+  // One GPU per node on Ampere: 1 at 24, kept, then 2.
+  EXPECT_EQ(nccl_multinode_channels({1, 25, 80}), 2);
+  // 4 NICs of 50 GB/s on Hopper: 4 at 48 (4 is not more than 4: doubled to 8 at 24), 16.
+  EXPECT_EQ(nccl_multinode_channels({4, 50, 90}), 16);
+  // Never more than MAXCHANNELS (32).
+  EXPECT_EQ(nccl_multinode_channels({16, 100, 90}), 32);
 }
 
 }  // namespace
