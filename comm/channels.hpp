@@ -2,30 +2,48 @@
 // (comm->nChannels), by NCCL v2.18.5's own rules (issue 12). The count sets how a small message's
 // channels share the bandwidth (comm/split.hpp) and how many loops a Simple ring runs.
 //
-//  - The ring search (src/graph/search.cc, ncclTopoCompute) takes the largest speed of its table
-//    (speedArrayInter, or sm90SpeedArrayInter on Hopper) that a NIC carries and finds one channel
-//    per NIC at it. It stops there when the channels' bandwidth reaches the GPU's NVLink total
-//    (system->totalBw); otherwise it tries slower speeds, which on the nodes modelled here only
-//    tie (two channels per NIC at half the speed), and a tie keeps the first solution.
-//  - The search doubles its channels (halving their speed) unless the speed is under 25 GB/s, or
-//    the GPUs are newer than compute capability 8.0, the speed is under 50 GB/s and there are more
-//    than 4 channels.
-//  - ncclTopoPostset (src/graph/connect.cc) doubles them again, and on Hopper with more than one
-//    node and a ring speed above 45 GB/s once more ("4 compute channels per search channel"),
-//    at most MAXCHANNELS (32).
+//  - Each node's ring search (src/graph/search.cc, ncclTopoCompute) starts at the largest speed of
+//    its table (speedArrayInter, or sm90SpeedArrayInter on Hopper) not above the GPU-to-NIC path
+//    (the NIC's line rate, and the GPU's PCIe link: 12 GB/s x16 Gen3, doubling per generation,
+//    src/graph/topo.cc) and finds as many channels as the links carry at that speed: each NIC
+//    floor(rate / speed) of them, each GPU's NVLink total (links x 20 GB/s from sm70, 18 on
+//    sm60, 12 on sm86: topo.h) the (g - 1) / g of them that cross it on g GPUs (a channel enters
+//    its first GPU from a NIC and leaves its last to one), or without NVLink its PCIe link all of
+//    them. It stops once channels x speed reach the GPU's total (NVLink, or PCIe without it);
+//    otherwise it tries slower speeds while the next is above .49 of the best found, keeping a
+//    solution only if it carries strictly more.
+//  - The search then doubles its channels (halving their speed) unless the speed is under 25
+//    GB/s, or the GPU is newer than compute capability 8.0 with a speed under 50 GB/s and more than
+//    4 channels. Ranks keep the smallest count (src/init.cc).
+//  - ncclTopoPostset (src/graph/connect.cc) doubles them, and on Hopper with more than one node and
+//    a ring speed above 45 GB/s once more ("4 compute channels per search channel"), at most
+//    MAXCHANNELS (32).
 #pragma once
+
+#include <vector>
 
 namespace dtsim::comm {
 
+// What one node's ring search sees.
 struct ChannelSearch {
-  int search_channels = 1;    // channels the search finds: one per NIC the node's GPUs own
-  double nic_GBps = 0;        // line rate of one NIC
-  int compute_capability = 0; // lowest of the communicator's GPUs, as 80 for 8.0 (0: unknown)
+  int nics = 1;                // NICs the communicator's GPUs on the node own
+  int gpus = 1;                // the communicator's GPUs on the node
+  double nic_GBps = 0;         // one NIC's line rate
+  int nvlinks = 0;             // NVLink links of one GPU (0: none, PCIe only)
+  int pcie_generation = 0;     // of the GPU's x16 link (0: unknown, no cap)
+  int compute_capability = 0;  // as 80 for 8.0 (0: unknown)
 };
 
-// The largest speed of NCCL's inter-node search table (GB/s) not above `nic_GBps`.
-double nccl_search_speed(double nic_GBps, int compute_capability);
-// comm->nChannels for a communicator over several nodes.
-int nccl_multinode_channels(const ChannelSearch& s);
+struct SearchResult {
+  int channels = 1;
+  double speed = 0;  // GB/s per channel, after the search's own doubling
+};
+
+// The largest speed of NCCL's inter-node search table (GB/s) not above `GBps`.
+double nccl_search_speed(double GBps, int compute_capability);
+// One node's ring search, with the search's own doubling.
+SearchResult nccl_ring_search(const ChannelSearch& node);
+// comm->nChannels for a communicator over these nodes (two or more).
+int nccl_multinode_channels(const std::vector<ChannelSearch>& nodes);
 
 }  // namespace dtsim::comm

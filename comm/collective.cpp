@@ -151,22 +151,25 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
   return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
 }
 
-CommParams Planner::channel_params(const Layout& lay, int search_channels) const {
+CommParams Planner::channel_params(const Layout& lay) const {
   CommParams p = params_;
   if (lay.nodes.size() <= 1) return p;
-  ChannelSearch s;
-  s.search_channels = search_channels;
-  s.nic_GBps = std::numeric_limits<double>::infinity();
-  s.compute_capability = std::numeric_limits<int>::max();
+  std::vector<ChannelSearch> nodes;
   const auto& fabric_nic = topo_.spec().fabric.nic;
   for (const auto& part : lay.nodes) {
     const hw::NodeSpec& spec = topo_.node_template(part.node).spec();
     const auto& nic = fabric_nic ? fabric_nic : spec.nic;
-    if (nic) s.nic_GBps = std::min(s.nic_GBps, nic->bandwidth.bytes_per_s() / 1e9);
-    s.compute_capability = std::min(s.compute_capability, compute_capability(spec.gpu));
+    if (!nic) return p;
+    ChannelSearch c;
+    c.nics = std::max<int>(1, static_cast<int>(own_nics(part).size()));
+    c.gpus = static_cast<int>(part.locals.size());
+    c.nic_GBps = nic->bandwidth.bytes_per_s() / 1e9;
+    c.nvlinks = spec.nvlink_topology == hw::NvlinkTopology::none ? 0 : std::max(spec.gpu.nvlink_links, spec.nvlink_links_per_gpu);
+    c.pcie_generation = spec.gpu.pcie_generation;
+    c.compute_capability = compute_capability(spec.gpu);
+    nodes.push_back(c);
   }
-  if (!std::isfinite(s.nic_GBps)) return p;
-  p.max_channels = nccl_multinode_channels(s);
+  p.max_channels = nccl_multinode_channels(nodes);
   return p;
 }
 
@@ -561,7 +564,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   // cuts the message in pieces that leave some channels more than others (comm/split.hpp): the
   // ring moves at (even share over all channels) / (busiest channel's edge) of its rate.
   // NCCL's channel count on this communicator (channel_params) sets both.
-  const CommParams chp = channel_params(lay, static_cast<int>(channels.size()));
+  const CommParams chp = channel_params(lay);
   const double used = ring_split_fraction(chp, op, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
@@ -646,7 +649,7 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
   for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
-  const CommParams chp = channel_params(lay, static_cast<int>(channels.size()));
+  const CommParams chp = channel_params(lay);
   cap_channels(ph, static_cast<double>(chp.channels_used(Algo::ring, proto, size, n)) / std::max(1, chp.max_channels));
   plan.phases.push_back(std::move(ph));
 }
@@ -709,7 +712,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   ph.what = "double binary tree all-reduce";
   for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
   // Fewer channels for small messages, and pieces that leave the first channels the most.
-  cap_channels(ph, tree_split_fraction(channel_params(lay, nch), proto, size, plan.ranks, m));
+  cap_channels(ph, tree_split_fraction(channel_params(lay), proto, size, plan.ranks, m));
   plan.phases.push_back(std::move(ph));
 }
 

@@ -101,9 +101,8 @@ class Planner {
   double bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const;
   // The model's parameters with max_channels set to the channels NCCL opens for rings and trees
   // on this communicator (comm->nChannels): comm.max_channels on one node; across nodes NCCL
-  // v2.18.5's rules from `search_channels`, the rings its search finds (one per NIC the node's
-  // GPUs own; comm/channels.hpp).
-  CommParams channel_params(const Layout& lay, int search_channels) const;
+  // v2.18.5's rules (comm/channels.hpp) from each node's NICs, GPUs and links.
+  CommParams channel_params(const Layout& lay) const;
 
   // Path of a ring/tree edge between two GPU ranks; across nodes out of the sender's NIC `nic` and
   // into the receiver's NIC `to_nic`, reaching the first over NVLink (NCCL's PXN) when the sender

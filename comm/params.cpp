@@ -209,7 +209,7 @@ std::vector<ParamInfo> build_table() {
   count("nvls.channels", &CommParams::nvls_channels, "channels (thread blocks) of an NVLS collective, at every size",
         "NCCL v2.18.5 src/transport/nvls.cc (NCCL_NVLS_NCHANNELS default 16)");
   count("max_channels", &CommParams::max_channels,
-        "channels NCCL opens for rings and trees; smaller messages run on fewer (bytes / (threads x threshold))",
+        "channels NCCL opens for rings and trees on one node (across nodes NCCL's own count, comm/channels.hpp); smaller messages run on fewer (bytes / (threads x threshold))",
         "nccl-tests#100 (NCCL log of an 8-GPU HGX A100: 24 channels); NCCL v2.18.5 enqueue.cc getAlgoInfo");
   t.push_back(ParamInfo{"pipeline_chunk", "bytes", "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
                         "assumption: order of NCCL's Simple-protocol chunk size",

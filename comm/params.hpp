@@ -80,8 +80,9 @@ struct CommParams {
   // Synchronisation of one NVLS loop (scatter to the heads, multimem reduce and multicast, gather):
   // one Simple-protocol step handoff over NVLink, NCCL v2.18.5 hwLat NVLink ring Simple.
   Time nvls_loop_latency = Time::from_seconds(3.4e-6);
-  // Channels NCCL opens for rings and trees on one communicator (comm->nChannels; 24 on an 8-GPU
-  // NVSwitch A100 node, nccl-tests#100's log). Below nc x threads x threshold bytes NCCL runs on
+  // Channels NCCL opens for rings and trees on a one-node communicator (comm->nChannels; 24 on an
+  // 8-GPU NVSwitch A100 node, nccl-tests#100's log); across nodes the planner uses NCCL's own
+  // count instead (comm/channels.hpp). Below nc x threads x threshold bytes NCCL runs on
   // fewer of them (enqueue.cc getAlgoInfo), and a ring on c of nc channels moves at c/nc of its
   // bandwidth (ncclTopoGetAlgoTime: bw / comm->nChannels x nChannels).
   int max_channels = 24;

@@ -409,7 +409,10 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (p.schedule == workloads::PipelineSchedule::interleaved_1f1b && p.virtual_stages == 1) {
     root.error("parallel", "schedule interleaved-1f1b needs virtual_stages >= 2");
   }
-  if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1) p.bucket = Bytes::MiB(25);  // PyTorch DDP
+  // PyTorch DDP's 25 MiB without model parallelism, unless the run is Megatron-Core's distributed
+  // optimizer with its overlapped gather (then Megatron's bucket rule, strategies.cpp).
+  const bool megatron_buckets = p.overlap_param_gather && std::holds_alternative<workloads::TransformerSpec>(in.model);
+  if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1 && !megatron_buckets) p.bucket = Bytes::MiB(25);
 
   // Micro-batches per pipeline and step: each is simulated, so a huge count is refused up front
   // rather than simulated for minutes (found by the issue-15 mutation run: GPT-2 124M eager at

@@ -211,9 +211,13 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
       dp_s[s] = overlap ? std::max(t / buckets, t - bwd[s]) : t;
       if (par.zero >= 1 && par.zero < 3) {
         // After the optimizer step; with overlap_param_gather under the next first forward pass,
-        // which hides all but a bucket's worth (docs/model.md).
+        // which hides all but a bucket's worth (docs/model.md). A rough bound, stage by stage: the
+        // simulation also passes a stage's wait down the pipeline (1F1B) or hides it in the
+        // warm-up (interleaved), and Megatron buckets only the first stage's first chunk.
         const double g = collective_s(CollOp::allgather, group, f.dense_params * param_bytes) * share;
-        dp_s[s] += par.overlap_param_gather ? std::max(g / buckets, g - fwd[s]) : g;
+        const double gather_buckets = s == 0 ? std::max(1.0, std::ceil(f.dense_params * grad_bytes / bucket)) : 1.0;
+        const bool overlapped = par.overlap_param_gather && par.dp_impl == workloads::DpImpl::ddp;
+        dp_s[s] += overlapped ? std::max(g / gather_buckets, g - fwd[s]) : g;
       }
       if (par.zero >= 3) {
         for (const auto& [params, times] : zero3_layers[s]) {

@@ -230,8 +230,9 @@ void Engine::optimizer_step(Executor& e) {
 bool Engine::gather_params(Executor& e) {
   if (in_.parallel.zero < 1 || in_.parallel.zero >= 3 || lay_.grad_dp() < 2) return false;
   // --overlap-param-gather: the gather runs under the next step's first forward pass instead
-  // (the stage graph's gather waits; this step began with the previous one's).
-  if (in_.parallel.overlap_param_gather) return false;
+  // (the stage graph's gather waits; this step began with the previous one's). Decided by the
+  // graph, which may come from a file (--graph), not by the setting.
+  if (!e.prog->gathers.empty()) return false;
   // ZeRO / the distributed optimizer: gather the updated shards back into full parameters.
   const bool mixed = in_.training.precision != hw::DType::fp32 && in_.training.precision != hw::DType::tf32;
   const double bytes = e.prog->dense_params * (mixed ? 2.0 : 4.0);

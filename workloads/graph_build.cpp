@@ -67,11 +67,14 @@ struct Builder {
     zero3_gather(w, in, lay, params);
     for (const Pass* p : passes) append_pass(*p, cm, w);
   }
-  // The gradient bucket cap in parameters (strategies.hpp, bucket_policy), which Megatron-Core's
-  // parameter all-gather buckets share.
-  double bucket_cap_params() const {
+  // The bucket cap in parameters of a stage's model chunk (strategies.hpp, bucket_policy), which
+  // Megatron-Core's parameter all-gather buckets share: none (one bucket) where Megatron turns
+  // bucketing off.
+  double bucket_cap_params(int stage, int chunk) const {
     const bool transformer = std::holds_alternative<TransformerSpec>(in.model);
-    return bucket_policy(in, lay, transformer).cap.as_double() / hw::dtype_bytes(in.training.grad_dtype);
+    const BucketPolicy policy = bucket_policy(in, lay, transformer);
+    if (!megatron_bucketed(policy, stage, chunk)) return std::numeric_limits<double>::infinity();
+    return policy.cap.as_double() / hw::dtype_bytes(in.training.grad_dtype);
   }
   Status transformer(const TransformerSpec& m, std::vector<StageGraph>& stages, std::vector<StageWriter>& writers, double& act_msg_bytes) const;
   Status cnn(const CnnSpec& m, std::vector<StageGraph>& stages, std::vector<StageWriter>& writers) const;
@@ -142,7 +145,7 @@ Status Builder::transformer(const TransformerSpec& m, std::vector<StageGraph>& s
           gathered_chunk[static_cast<std::size_t>(op.chunk)] = 1;
           std::vector<double> params;
           for (const LayerProgram* lp : L) params.push_back(static_cast<double>(lp->params));
-          bucket_at = param_gather_buckets(params, bucket_cap_params());
+          bucket_at = param_gather_buckets(params, bucket_cap_params(s, op.chunk));
         }
         for (std::size_t k = 0; k < L.size(); ++k) {
           param_gather_wait(w, bucket_at[k]);
@@ -162,6 +165,7 @@ Status Builder::transformer(const TransformerSpec& m, std::vector<StageGraph>& s
           if (last || reduce_each_backward) {
             sp.grad_slots.push_back(
                 LayerSlot{static_cast<double>((*it)->params), static_cast<double>((*it)->expert_params), (*it)->tensors, !last});
+            w.slot_chunk.push_back(op.chunk);
             w.push(OpKind::grads_ready, static_cast<int>(sp.grad_slots.size() - 1));
           }
         }
@@ -219,7 +223,7 @@ Status Builder::cnn(const CnnSpec& m, std::vector<StageGraph>& stages, std::vect
   if (overlaps_param_gather(in, lay)) {
     std::vector<double> params;
     for (const auto& l : layers) params.push_back(static_cast<double>(l.params));
-    bucket_at = param_gather_buckets(params, bucket_cap_params());
+    bucket_at = param_gather_buckets(params, bucket_cap_params(0, 0));
   }
   for (int mb = 0; mb < micro; ++mb) {
     w.begin(fmt::format("forward mb {}", mb));
@@ -235,6 +239,7 @@ Status Builder::cnn(const CnnSpec& m, std::vector<StageGraph>& stages, std::vect
       sp.recompute_flops += it->recompute.flops();
       if (mb == micro - 1 || (in.parallel.zero >= 3 && lay.grad_dp() > 1)) {
         sp.grad_slots.push_back(LayerSlot{static_cast<double>(it->params), 0, it->tensors, mb != micro - 1});
+        w.slot_chunk.push_back(0);
         w.push(OpKind::grads_ready, static_cast<int>(sp.grad_slots.size() - 1));
       }
     }
@@ -324,7 +329,7 @@ Expected<StepGraph> build_step_graph(const hw::Topology& topo, const StepInputs&
     if (!st) return st.error();
     // The strategies' passes over the finished stage graphs.
     for (std::size_t s = 0; s < stages.size(); ++s) {
-      add_buckets(stages[s], in, buckets);
+      add_buckets(stages[s], in, buckets, static_cast<int>(s), writers[s].slot_chunk);
       const StageWriter& w = writers[s];
       stages[s].optimizer = optimizer_time(stages[s], w.host_cost, w.gpu_lead, in, lay, *kinds->kinds[k]);
       stages[s].tied_grad_bytes = tied_embedding_bytes(stages[s], in, lay);

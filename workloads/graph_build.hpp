@@ -38,6 +38,9 @@ struct StageWriter {
   int label = 0;
   Time host_cost;
   Time gpu_lead;
+  // The model chunk (virtual stage index within the stage) of each gradient slot, for the passes
+  // that bucket them (Megatron-Core keeps one buffer per chunk).
+  std::vector<int> slot_chunk = {};
   void push(OpKind kind, int a = 0, int b = 0, Time duration = Time::zero(), bool overlapped = false) {
     g.ops.push_back(GraphOp{kind, a, b, duration, overlapped, label, Time::zero(), Time::zero(), 0});
   }

@@ -30,6 +30,9 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
                                  : " (ZeRO-3 gathers every layer's parameters before it runs anyway)"));
   } else if (par.overlap_param_gather && lay.grad_dp() == 1) {
     out.push_back("parallel.overlap_param_gather has no effect with one data-parallel rank (there is no parameter all-gather)");
+  } else if (par.overlap_param_gather && par.dp_impl != DpImpl::ddp) {
+    out.push_back("parallel.overlap_param_gather has no effect with dp_impl: " + std::string(to_string(par.dp_impl)) +
+                  " (Megatron-LM runs it only with the overlapped gradient reduction, dp_impl: ddp)");
   }
   const bool bucketed = par.dp_impl == DpImpl::ddp || par.dp_impl == DpImpl::parameter_server || par.dp_impl == DpImpl::no_overlap;
   if (!bucketed && par.bucket.count() > 0 && par.bucket != Bytes::MiB(25)) {

@@ -79,7 +79,9 @@ void zero3_gather(StageWriter& w, const StepInputs& in, const Layout& lay, doubl
 }
 
 bool overlaps_param_gather(const StepInputs& in, const Layout& lay) {
-  return in.parallel.overlap_param_gather && (in.parallel.zero == 1 || in.parallel.zero == 2) && lay.grad_dp() > 1;
+  // Megatron-LM asserts --overlap-grad-reduce with it (arguments.py): dp_impl ddp here.
+  return in.parallel.overlap_param_gather && (in.parallel.zero == 1 || in.parallel.zero == 2) && lay.grad_dp() > 1 &&
+         in.parallel.dp_impl == DpImpl::ddp;
 }
 
 std::vector<double> param_gather_buckets(const std::vector<double>& layer_params, double cap_params) {
@@ -121,12 +123,16 @@ BucketPolicy bucket_policy(const StepInputs& in, const Layout& lay, bool transfo
     const double params = std::max(40e6, 1e6 * lay.grad_dp());
     p.cap = Bytes(static_cast<I>(params * hw::dtype_bytes(in.training.grad_dtype)));
   }
+  // --overlap-param-gather is Megatron-Core's: its buckets follow Megatron's rules whatever the cap.
+  if (transformer && par.overlap_param_gather && par.dp_impl == DpImpl::ddp) p.megatron = true;
   return p;
 }
 
+bool megatron_bucketed(const BucketPolicy& policy, int stage, int chunk) { return !policy.megatron || (stage == 0 && chunk == 0); }
+
 // Buckets fill in the order gradients become final (reverse layer order, as PyTorch DDP and
 // Megatron-Core).
-void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy) {
+void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy, int stage, const std::vector<int>& slot_chunk) {
   // PyTorch DDP's rule (torch/csrc/distributed/c10d/reducer.cpp, compute_bucket_assignment_by_size):
   // gradient tensors, in the order they become ready (the reverse of the forward order), are added
   // to the open bucket, and the bucket is closed as soon as it holds at least its limit: the
@@ -160,8 +166,14 @@ void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy
     filled = 0;
     has_open = false;
   };
+  auto chunk_of = [&](std::size_t i) { return i < slot_chunk.size() ? slot_chunk[i] : 0; };
+  // (ZeRO-3 reduces every micro-batch's gradients on their own: its slots are not merged.)
+  const bool per_chunk = policy.megatron && in.parallel.zero < 3;
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const LayerSlot& slot = slots[i];
+    // Megatron-Core keeps one buffer, and so its own buckets, per model chunk, and buckets only
+    // the first stage's first chunk.
+    const bool bucketed = !per_chunk || megatron_bucketed(policy, stage, chunk_of(i));
     std::vector<double> tensors;
     if (slot.tensors.empty()) {
       tensors.push_back(slot.params);
@@ -175,8 +187,9 @@ void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy
       else open.expert_params += params;
       filled += params * gb;
       has_open = true;
-      if (filled >= (bs.empty() ? first_cap : cap)) close(i);
+      if (bucketed && filled >= (bs.empty() ? first_cap : cap)) close(i);
     }
+    if (has_open && per_chunk && i + 1 < slots.size() && chunk_of(i + 1) != chunk_of(i)) close(i);
     // Horovod fuses tensors on its own cycle (parallel.fusion_buffer): each layer is handed over
     // as soon as it is ready.
     if (has_open && impl == DpImpl::horovod) close(i);

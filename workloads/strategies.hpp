@@ -48,8 +48,13 @@ struct BucketPolicy {
   bool megatron = false;
 };
 BucketPolicy bucket_policy(const StepInputs& in, const Layout& lay, bool transformer);
-// Fills the stage's buckets from its gradient slots (and which slot closes which bucket).
-void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy);
+// Megatron-Core buckets only the first pipeline stage's first model chunk; every other stage and
+// chunk is one bucket (megatron/core/distributed/distributed_data_parallel.py: bucket_size =
+// None when pp_rank > 0 or disable_bucketing, which training.py sets for model_chunk_idx > 0).
+bool megatron_bucketed(const BucketPolicy& policy, int stage, int chunk);
+// Fills the stage's buckets from its gradient slots (and which slot closes which bucket);
+// `slot_chunk` gives each slot's model chunk (empty: all chunk 0).
+void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy, int stage = 0, const std::vector<int>& slot_chunk = {});
 
 // The optimizer step's update of the stage's (sharded) parameters on `gpu`; host_cost and
 // gpu_lead as the builder left them (eager frameworks issue each launch from the host).

@@ -348,8 +348,9 @@ TEST(Contention, TwoRingsSharingANicTakeTwiceTheBandwidthTime) {
   const double alone = f.simulate(a);
   const auto [end_a, end_b] = f.simulate_together(a, b);
   // One GPU per node: NCCL's search finds one channel, ncclTopoPostset makes it 2 (comm/channels.hpp).
-  // Simple loops of 2 channels x 2 ranks x 2 MiB: 128 loops of 2 steps x 2 slices, each slice
-  // handed over at a Simple NVLink step (3.4 us).
+  // Simple loops of 2 channels x 2 ranks x 2 MiB: 128 loops of 2 steps x 2 slices. dtsim charges
+  // every slice handoff a Simple intra-node step (3.4 us) on any ring, this one too, though its
+  // steps cross the network (docs/model.md, the Simple slice handoffs).
   const double latency = std::max(us(8.4) + 2 * us(14.0), us(8.4) + 128 * 2 * 2 * us(3.4));
   const double data = 1.0 * 1073741824.0 / (10 * GB);  // 2(n-1)/n = 1 for n = 2
   EXPECT_NEAR(alone, latency + data, 0.01 * alone);

@@ -107,31 +107,51 @@ namespace dtsim::comm {
 namespace {
 
 // NCCL v2.18.5's channel count across nodes (comm/channels.hpp), worked by hand from its source:
-// search speed tables (search.cc), the search's own doubling, ncclTopoPostset's doubling and the
-// Hopper rule (connect.cc).
-TEST(NcclChannels, SearchSpeedIsTheLargestTheNicCarries) {
+// search speed tables (search.cc), link capacities (topo.h, topo.cc), the search's own doubling,
+// the ranks' minimum (init.cc), ncclTopoPostset's doubling and the Hopper rule (connect.cc).
+TEST(NcclChannels, SearchSpeedIsTheLargestThePathCarries) {
   EXPECT_DOUBLE_EQ(nccl_search_speed(50, 90), 48);    // NDR / 400 GbE on Hopper
   EXPECT_DOUBLE_EQ(nccl_search_speed(25, 80), 24);    // HDR on Ampere
   EXPECT_DOUBLE_EQ(nccl_search_speed(12.5, 80), 12);  // 100 Gb/s
-  EXPECT_DOUBLE_EQ(nccl_search_speed(12.5, 90), 12);
+  EXPECT_DOUBLE_EQ(nccl_search_speed(44, 90), 42);    // Hopper's table has 45 and 42; Ampere's has neither
+  EXPECT_DOUBLE_EQ(nccl_search_speed(44, 80), 30);
   EXPECT_DOUBLE_EQ(nccl_search_speed(0.01, 80), 0.12);  // slower than the table: its last speed
 }
 
+ChannelSearch dgx_h100() { return {8, 8, 50, 18, 5, 90}; }
+ChannelSearch dgx_a100() { return {8, 8, 25, 12, 4, 80}; }
+
 TEST(NcclChannels, FollowTheSearchAndBothDoublings) {
-  // 8 NICs of 50 GB/s on Hopper: 8 channels at 48 (kept: under 50 GB/s with more than 4), 16
-  // after ncclTopoPostset, 32 with the Hopper rule (48 > 45).
-  EXPECT_EQ(nccl_multinode_channels({8, 50, 90}), 32);
-  // 8 HDR NICs on Ampere: 8 at 24 (kept: under 25 GB/s), 16 after ncclTopoPostset.
-  EXPECT_EQ(nccl_multinode_channels({8, 25, 80}), 16);
-  // One GPU per node on Hopper: 1 channel at 48, doubled by the search to 2 at 24, 4 after
-  // ncclTopoPostset; 24 GB/s is under the Hopper rule's 45.
-  EXPECT_EQ(nccl_multinode_channels({1, 50, 90}), 4);
+  // DGX H100: path min(50 NIC, 48 PCIe Gen5) -> 48; 8 NICs x 1 = 8 channels, each crossing 7 of 8
+  // GPUs' 360 GB/s NVLink (8 x 48 x 7/8 = 336 fits); 8 x 48 = 384 >= 360 ends the search. Kept
+  // (Hopper, under 50, more than 4), 16 after ncclTopoPostset, 32 with the Hopper rule (48 > 45).
+  EXPECT_EQ(nccl_ring_search(dgx_h100()).channels, 8);
+  EXPECT_EQ(nccl_multinode_channels({dgx_h100(), dgx_h100()}), 32);
+  // DGX A100: path min(25, 24 PCIe Gen4) -> 24; 8 channels, 192 < 240; slower speeds give 8 (less)
+  // until 12, which gives 16 x 12 = 192, not more; .42 stops it at 10. Kept (under 25): 16.
+  EXPECT_EQ(nccl_ring_search(dgx_a100()).channels, 8);
+  EXPECT_EQ(nccl_multinode_channels({dgx_a100(), dgx_a100()}), 16);
+  // One GPU per node on Hopper: 1 channel at 48 (2 at 24 only ties), doubled by the search to 2 at
+  // 24, 4 after ncclTopoPostset; 24 is under the Hopper rule's 45.
+  const ChannelSearch lone_h100{1, 1, 50, 18, 5, 90};
+  EXPECT_EQ(nccl_multinode_channels({lone_h100, lone_h100}), 4);
   // One GPU per node on Ampere: 1 at 24, kept, then 2.
-  EXPECT_EQ(nccl_multinode_channels({1, 25, 80}), 2);
+  const ChannelSearch lone_a100{1, 1, 25, 12, 4, 80};
+  EXPECT_EQ(nccl_multinode_channels({lone_a100, lone_a100}), 2);
   // 4 NICs of 50 GB/s on Hopper: 4 at 48 (4 is not more than 4: doubled to 8 at 24), 16.
-  EXPECT_EQ(nccl_multinode_channels({4, 50, 90}), 16);
-  // Never more than MAXCHANNELS (32).
-  EXPECT_EQ(nccl_multinode_channels({16, 100, 90}), 32);
+  const ChannelSearch four_nics{4, 8, 50, 18, 5, 90};
+  EXPECT_EQ(nccl_multinode_channels({four_nics, four_nics}), 16);
+}
+
+TEST(NcclChannels, PcieOnlyNodesAndMixedNodesTakeTheirOwnLimits) {
+  // 8 L40S without NVLink, 4 x 400 Gb/s NICs, PCIe Gen4: every channel crosses each GPU's 24 GB/s
+  // link, so one channel at 24 reaches the total; kept (under 25), 2.
+  const ChannelSearch l40s{4, 8, 50, 0, 4, 89};
+  EXPECT_EQ(nccl_multinode_channels({l40s, l40s}), 2);
+  // An A100 node with NDR NICs beside a DGX H100: the A100's Gen4 PCIe caps its search at 24 (8
+  // channels, kept); the ranks keep the smaller speed, so no Hopper doubling: 16.
+  const ChannelSearch a100_ndr{8, 8, 50, 12, 4, 80};
+  EXPECT_EQ(nccl_multinode_channels({a100_ndr, dgx_h100()}), 16);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 //    gather (the only one the forward pass cannot hide);
 //  - the dispatch: the interleaved schedule aligns the gathers across stages (all dispatched when
 //    the schedule starts, run back to back); 1F1B dispatches a stage's first bucket when its
-//    forward pass first needs it, after the stage's first activation has arrived.
+//    forward pass first needs it, after the stage's first activation has arrived; stages after
+//    the first are one bucket per chunk (Megatron-Core turns bucketing off there);
+//  - a graph dumped with the gathers and run with the setting off still gathers once.
 #include <string>
 #include <vector>
 
@@ -43,7 +45,7 @@ TransformerSpec gpt(std::int64_t layers, std::int64_t hidden) {
   m.kv_heads = hidden / 128;
   m.head_dim = 128;
   m.ffn = 4 * hidden;
-  m.vocab = 32000;
+  m.vocab = 8000;
   m.max_seq = 8192;
   m.positions = Positions::rotary;
   m.norm = Norm::rmsnorm;
@@ -58,15 +60,16 @@ struct Observed {
   std::vector<TimelineEvent> sends;  // pipeline sends of activations
 };
 
-// Two nodes of 8 GPUs with a 50 GB/s NIC each; `pp` stages, data parallelism 16 / pp; micro-batches
-// of 8 x 8192 tokens, so that a block's forward pass (about 7 TFLOP) outlasts the all-gather of two
-// blocks' parameters. The bucket cap is 1.5 blocks (12 h^2 parameters each, fp32 gradients): from
-// the end, the head and block 7 close a bucket, then blocks 6-5, 4-3 and 2-1, and the first bucket
-// is the remainder, the embedding and block 0.
+// Two nodes of 8 GPUs with a 50 GB/s NIC each; `pp` stages, data parallelism 16 / pp; micro-
+// batches of 8 x 8192 tokens, so that a block's forward pass (about 7 TFLOP) outlasts the
+// all-gather of two blocks' parameters. Megatron-Core's bucket cap is max(40M, 1M x dp) = 40M
+// parameters; a block holds 12 h^2 = 28.3M (h = 1536) and the head and embedding 8000 x 1536 =
+// 12.3M each. From the end: the head and block 7 close a bucket (40.6M), then blocks 6-5, 4-3
+// and 2-1, and stage 0's first bucket is the remainder, the embedding and block 0 (40.6M).
 Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
   auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
   StepInputs in;
-  in.model = gpt(8, 2048);
+  in.model = gpt(8, 1536);
   in.training.micro_batch = 8;
   in.training.seq_len = 8192;
   in.parallel.pp = pp;
@@ -75,7 +78,7 @@ Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
   in.parallel.schedule = schedule;
   in.parallel.virtual_stages = schedule == PipelineSchedule::interleaved_1f1b ? 2 : 1;
   in.parallel.zero = 1;
-  in.parallel.bucket = Bytes(static_cast<std::int64_t>(1.5 * 12 * 2048.0 * 2048.0 * 4));
+  in.parallel.bucket = Bytes(0);  // Megatron-Core's rule
   in.parallel.overlap_param_gather = overlap;
   in.compute.comm_slowdown = 0;
   in.record_timeline = true;
@@ -103,13 +106,14 @@ TEST(ParamGather, OnlyTheFirstBucketIsExposed) {
   EXPECT_EQ(on.gathers.front().start, Time::zero());
   const double total = (off.after_step[0].end - off.after_step[0].start).seconds();
   const double first = (on.gathers.front().end - on.gathers.front().start).seconds();
-  ASSERT_GT(total, 3 * first);  // 5 buckets, the first 115.8M of 533M parameters
+  ASSERT_GT(total, 3 * first);  // 5 buckets, the first 40.6M of 251M parameters
   EXPECT_NEAR(on.step_s, off.step_s - total + first, 1e-6 * off.step_s);
 }
 
 TEST(ParamGather, InterleavedStagesGatherBackToBackFromTheStart) {
   const Observed on = run(true, 2, PipelineSchedule::interleaved_1f1b, 1);
-  ASSERT_GE(on.gathers.size(), 2u);
+  // Megatron-Core buckets only stage 0's first chunk: stage 1's two chunks are one bucket each.
+  ASSERT_EQ(on.gathers.size(), 2u);
   EXPECT_EQ(on.gathers.front().start, Time::zero()) << "stage 1 gathers while it waits for its first activation";
   for (std::size_t i = 1; i < on.gathers.size(); ++i) EXPECT_EQ(on.gathers[i].start, on.gathers[i - 1].end) << i;
 }
@@ -120,8 +124,33 @@ TEST(ParamGather, OneFOneBGathersWhenTheForwardNeedsThem) {
   ASSERT_FALSE(first.sends.empty());
   ASSERT_FALSE(second.gathers.empty());
   EXPECT_EQ(first.gathers.front().start, Time::zero());
-  // Stage 1's forward pass first needs its parameters once stage 0's first activation is in.
+  // Stage 1 is one bucket (Megatron-Core buckets only stage 0), which its forward pass first needs
+  // once stage 0's first activation is in.
+  EXPECT_EQ(second.gathers.size(), 1u);
   EXPECT_GE(second.gathers.front().start, first.sends.front().end);
+}
+
+// A step graph carries its gathers: built with the setting on and run with it off (a graph file
+// given to a configuration that differs), the parameters are still gathered once, under the
+// forward pass, and the step is the one the setting on gives.
+TEST(ParamGather, AGraphWithGatherWaitsDoesNotGatherAgainAfterTheStep) {
+  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
+  StepInputs in;
+  in.model = gpt(8, 1536);
+  in.training.micro_batch = 8;
+  in.training.seq_len = 8192;
+  in.training.global_batch = 8 * 16 * 2;
+  in.parallel.bucket = Bytes(0);
+  in.parallel.zero = 1;
+  in.parallel.overlap_param_gather = true;
+  auto graph = build_step_graph(topo, in);
+  ASSERT_TRUE(graph.ok()) << graph.error().to_string();
+  auto with = simulate_step(topo, in, &*graph);
+  ASSERT_TRUE(with.ok());
+  in.parallel.overlap_param_gather = false;
+  auto off_config = simulate_step(topo, in, &*graph);
+  ASSERT_TRUE(off_config.ok());
+  EXPECT_EQ(off_config->step_time_s, with->step_time_s);
 }
 
 }  // namespace
