@@ -153,5 +153,33 @@ TEST(ParamGather, AGraphWithGatherWaitsDoesNotGatherAgainAfterTheStep) {
   EXPECT_EQ(off_config->step_time_s, with->step_time_s);
 }
 
+// Megatron-Core's gradient buckets follow the same rule: stage 0's first chunk is bucketed by the
+// cap, every other stage and chunk is one bucket, and no bucket spans two chunks.
+TEST(ParamGather, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
+  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
+  StepInputs in;
+  in.model = gpt(8, 1536);
+  in.training.micro_batch = 1;
+  in.training.seq_len = 1024;
+  in.parallel.pp = 2;
+  in.parallel.dp = 8;
+  in.parallel.schedule = PipelineSchedule::interleaved_1f1b;
+  in.parallel.virtual_stages = 2;
+  in.training.global_batch = 8 * 4;
+  in.parallel.zero = 1;
+  in.parallel.bucket = Bytes(0);  // Megatron-Core's rule: max(40M, 1M x 8) = 40M parameters
+  auto graph = build_step_graph(topo, in);
+  ASSERT_TRUE(graph.ok()) << graph.error().to_string();
+  const auto& stages = graph->kinds[0];
+  // Stage 0 holds chunks 0 (the embedding, blocks 0-1) and 2 (blocks 4-5); stage 1 chunks 1
+  // (blocks 2-3) and 3 (blocks 6-7, the head). Chunk 0 from its end: blocks 1 and 0 (56.6M) close a
+  // bucket, the embedding (12.3M) is the remainder; chunk 2 is one bucket. Stage 1: one per chunk.
+  EXPECT_EQ(stages[0].buckets.size(), 3u);
+  EXPECT_EQ(stages[1].buckets.size(), 2u);
+  double stage1 = 0;
+  for (const Bucket& b : stages[1].buckets) stage1 += b.params;
+  EXPECT_NEAR(stage1, 4 * 12 * 1536.0 * 1536.0 + 8000 * 1536.0, 1e-3 * stage1);  // blocks 2, 3, 6, 7 and the head, with norms
+}
+
 }  // namespace
 }  // namespace dtsim::workloads
