@@ -13,6 +13,7 @@
 
 #include "comm/collective.hpp"
 #include "tests/hw/fixtures.hpp"
+#include "tests/workloads/fixtures.hpp"
 #include "workloads/memory_estimate.hpp"
 #include "workloads/step.hpp"
 
@@ -21,24 +22,10 @@ namespace {
 
 using hw::testing::cluster;
 using hw::testing::nvswitch_node;
+using testing::gpt;
 
 double at(const StepResult& r, TimeKind k) { return r.breakdown_s[static_cast<std::size_t>(k)]; }
 
-TransformerSpec gpt(std::int64_t layers, std::int64_t hidden) {
-  TransformerSpec m;
-  m.name = "gpt";
-  m.hidden = hidden;
-  m.layers = layers;
-  m.heads = hidden / 128;
-  m.kv_heads = hidden / 128;
-  m.head_dim = 128;
-  m.ffn = 4 * hidden;
-  m.vocab = 32000;
-  m.max_seq = 4096;
-  m.positions = Positions::rotary;
-  m.norm = Norm::rmsnorm;
-  return m;
-}
 
 StepInputs inputs(ModelSpec m, std::int64_t global_batch, std::int64_t micro_batch, std::int64_t seq = 2048) {
   StepInputs in;

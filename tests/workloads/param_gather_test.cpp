@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/hw/fixtures.hpp"
+#include "tests/workloads/fixtures.hpp"
 #include "workloads/step.hpp"
 #include "workloads/strategies.hpp"
 
@@ -36,20 +37,10 @@ TEST(ParamGather, BucketsAreFilledFromTheEndOfTheChunk) {
   EXPECT_EQ(param_gather_buckets({}, 60), std::vector<double>{});
 }
 
+// The head holds its own vocab x h parameters (untied), so the buckets below are as counted.
 TransformerSpec gpt(std::int64_t layers, std::int64_t hidden) {
-  TransformerSpec m;
-  m.name = "gpt";
-  m.hidden = hidden;
-  m.layers = layers;
-  m.heads = hidden / 128;
-  m.kv_heads = hidden / 128;
-  m.head_dim = 128;
-  m.ffn = 4 * hidden;
-  m.vocab = 8000;
-  m.max_seq = 8192;
-  m.positions = Positions::rotary;
-  m.norm = Norm::rmsnorm;
-  m.tied_embeddings = false;  // the head holds its own vocab x h parameters
+  TransformerSpec m = testing::gpt(layers, hidden, 8000, 8192);
+  m.tied_embeddings = false;
   return m;
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/hw/fixtures.hpp"
+#include "tests/workloads/fixtures.hpp"
 #include "workloads/step.hpp"
 
 namespace dtsim::workloads {
@@ -18,22 +19,8 @@ namespace {
 
 using hw::testing::cluster;
 using hw::testing::nvswitch_node;
+using testing::gpt;
 
-TransformerSpec gpt(std::int64_t layers, std::int64_t hidden) {
-  TransformerSpec m;
-  m.name = "gpt";
-  m.hidden = hidden;
-  m.layers = layers;
-  m.heads = hidden / 128;
-  m.kv_heads = hidden / 128;
-  m.head_dim = 128;
-  m.ffn = 4 * hidden;
-  m.vocab = 32000;
-  m.max_seq = 2048;
-  m.positions = Positions::rotary;
-  m.norm = Norm::rmsnorm;
-  return m;
-}
 
 struct Counted {
   int reduce_scatters = 0;
