@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/hw/fixtures.hpp"
+#include "tests/workloads/fixtures.hpp"
 #include "workloads/program.hpp"
 
 namespace dtsim::workloads {
@@ -14,19 +15,9 @@ using hw::testing::cluster;
 using hw::testing::nvswitch_node;
 
 TransformerSpec small_gpt(std::int64_t layers, std::int64_t vocab, std::int64_t hidden = 1024) {
-  TransformerSpec m;
+  TransformerSpec m = testing::gpt(layers, hidden, vocab, 2048);
   m.name = "small";
-  m.hidden = hidden;
-  m.layers = layers;
-  m.heads = hidden / 128;
-  m.kv_heads = hidden / 128;
-  m.head_dim = 128;
-  m.ffn = 4 * hidden;
-  m.vocab = vocab;
-  m.max_seq = 2048;
   m.bias = false;
-  m.positions = Positions::rotary;
-  m.norm = Norm::rmsnorm;
   m.tied_embeddings = true;
   return m;
 }
