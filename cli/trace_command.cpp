@@ -144,6 +144,11 @@ int simulate_trace(const config::SimulateConfig& cfg, const hw::Topology& topo, 
     at_config("parallel", "a traced step is simulated with data parallelism (DDP, ZeRO-1/2, or FSDP with zero: 3) only: tp, pp, cp, ep must be 1");
     return kExitBadInput;
   }
+  if (par.overlap_param_gather) {
+    at_config("parallel.overlap_param_gather", "a traced step replays PyTorch's data parallelism (DDP, ZeRO-1/2 gathering after the step, "
+                                               "FSDP), not Megatron-Core's distributed optimizer; leave it out");
+    return kExitBadInput;
+  }
   if (cfg.inputs.training.framework != workloads::Framework::megatron) {
     at_config("training.framework", fmt::format("{} has no meaning for a traced step, which replays the trace's own kernels and host gaps "
                             "(whichever framework ran them); leave it out",

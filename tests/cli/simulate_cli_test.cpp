@@ -84,6 +84,11 @@ TEST(SimulateCli, ATracedStepRefusesAFramework) {
                        " --set training.framework=pytorch-eager --set training.global_batch=8");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("training.framework: pytorch-eager has no meaning for a traced step"), std::string::npos) << r.out;
+  // Megatron-Core's overlapped parameter gather neither: the trace's data parallelism is PyTorch's.
+  const Result g = run("simulate " + std::string(DTSIM_SOURCE_DIR) + "/examples/traces/gpt2-124m-64xa100-ddp.yaml" +
+                       " --set parallel.overlap_param_gather=true");
+  EXPECT_EQ(g.code, 2) << g.out;
+  EXPECT_NE(g.out.find("parallel.overlap_param_gather: a traced step replays PyTorch's data parallelism"), std::string::npos) << g.out;
 }
 
 TEST(SimulateCli, FrameworksRefuseTensorParallelism) {
