@@ -43,21 +43,6 @@ int ceil_log2(int m) {
 
 void append(hw::Path& dst, const hw::Path& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
-// "9.0" -> 90; 0 when the GPU does not say (NCCL's older-GPU rules then apply).
-int compute_capability(const hw::GpuSpec& g) {
-  const std::string& cc = g.compute_capability;
-  const auto dot = cc.find('.');
-  if (cc.empty() || dot == std::string::npos || dot == 0 || dot + 1 >= cc.size()) return 0;
-  int major = 0, minor = 0;
-  for (std::size_t i = 0; i < dot; ++i) {
-    if (cc[i] < '0' || cc[i] > '9') return 0;
-    major = major * 10 + (cc[i] - '0');
-    if (major > 100) return 0;
-  }
-  if (cc[dot + 1] < '0' || cc[dot + 1] > '9') return 0;
-  minor = cc[dot + 1] - '0';
-  return major * 10 + minor;
-}
 
 std::vector<LinkUse> to_uses(const hw::Path& p) {
   std::vector<LinkUse> u;
@@ -166,7 +151,7 @@ CommParams Planner::channel_params(const Layout& lay) const {
     c.nic_GBps = nic->bandwidth.bytes_per_s() / 1e9;
     c.nvlinks = spec.nvlink_topology == hw::NvlinkTopology::none ? 0 : std::max(spec.gpu.nvlink_links, spec.nvlink_links_per_gpu);
     c.pcie_generation = spec.gpu.pcie_generation;
-    c.compute_capability = compute_capability(spec.gpu);
+    c.compute_capability = hw::compute_capability_code(spec.gpu);
     nodes.push_back(c);
   }
   p.max_channels = nccl_multinode_channels(nodes);

@@ -37,6 +37,20 @@ int dtype_bytes(DType d) {
   return 4;
 }
 
+int compute_capability_code(const GpuSpec& g) {
+  const std::string& cc = g.compute_capability;
+  const auto dot = cc.find('.');
+  if (cc.empty() || dot == std::string::npos || dot == 0 || dot + 1 >= cc.size()) return 0;
+  int major = 0;
+  for (std::size_t i = 0; i < dot; ++i) {
+    if (cc[i] < '0' || cc[i] > '9') return 0;
+    major = major * 10 + (cc[i] - '0');
+    if (major > 100) return 0;
+  }
+  if (cc[dot + 1] < '0' || cc[dot + 1] > '9') return 0;
+  return major * 10 + (cc[dot + 1] - '0');
+}
+
 std::string_view to_string(LinkKind k) {
   switch (k) {
     case LinkKind::nvlink: return "nvlink";

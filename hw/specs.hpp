@@ -36,6 +36,9 @@ struct GpuSpec {
   double tdp_watts = 0;
 };
 
+// The GPU's compute capability as a number ("9.0" -> 90); 0 when the spec does not say.
+int compute_capability_code(const GpuSpec& g);
+
 enum class LinkKind { nvlink, pcie, cpu, net };
 std::string_view to_string(LinkKind k);
 

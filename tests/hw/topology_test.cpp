@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/hw/fixtures.hpp"
@@ -252,6 +253,15 @@ TEST(Topology, InstallMakesMatchingLinkIds) {
   ASSERT_EQ(net.link_count(), t.links().size());
   for (std::uint32_t i = 0; i < t.links().size(); ++i) {
     EXPECT_DOUBLE_EQ(net.capacity(LinkId{i}).bytes_per_s(), t.links()[i].bandwidth.bytes_per_s());
+  }
+}
+
+TEST(GpuSpec, ComputeCapabilityAsANumber) {
+  GpuSpec g;
+  for (const auto& [text, code] : std::vector<std::pair<std::string, int>>{
+           {"9.0", 90}, {"8.6", 86}, {"10.0", 100}, {"", 0}, {"9", 0}, {".0", 0}, {"x.0", 0}, {"9.x", 0}}) {
+    g.compute_capability = text;
+    EXPECT_EQ(compute_capability_code(g), code) << text;
   }
 }
 

@@ -57,8 +57,11 @@ struct Observed {
 // parameters; a block holds 12 h^2 = 28.3M (h = 1536) and the head and embedding 8000 x 1536 =
 // 12.3M each. From the end: the head and block 7 close a bucket (40.6M), then blocks 6-5, 4-3
 // and 2-1, and stage 0's first bucket is the remainder, the embedding and block 0 (40.6M).
-Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
-  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
+hw::Topology two_nodes() {
+  return std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
+}
+
+StepInputs inputs(bool overlap, int pp, PipelineSchedule schedule) {
   StepInputs in;
   in.model = gpt(8, 1536);
   in.training.micro_batch = 8;
@@ -71,6 +74,12 @@ Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
   in.parallel.zero = 1;
   in.parallel.bucket = Bytes(0);  // Megatron-Core's rule
   in.parallel.overlap_param_gather = overlap;
+  return in;
+}
+
+Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
+  const hw::Topology topo = two_nodes();
+  StepInputs in = inputs(overlap, pp, schedule);
   in.compute.comm_slowdown = 0;
   in.record_timeline = true;
   auto r = simulate_step(topo, in);
@@ -125,15 +134,8 @@ TEST(ParamGather, OneFOneBGathersWhenTheForwardNeedsThem) {
 // given to a configuration that differs), the parameters are still gathered once, under the
 // forward pass, and the step is the one the setting on gives.
 TEST(ParamGather, AGraphWithGatherWaitsDoesNotGatherAgainAfterTheStep) {
-  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
-  StepInputs in;
-  in.model = gpt(8, 1536);
-  in.training.micro_batch = 8;
-  in.training.seq_len = 8192;
-  in.training.global_batch = 8 * 16 * 2;
-  in.parallel.bucket = Bytes(0);
-  in.parallel.zero = 1;
-  in.parallel.overlap_param_gather = true;
+  const hw::Topology topo = two_nodes();
+  StepInputs in = inputs(true, 1, PipelineSchedule::one_f_one_b);
   auto graph = build_step_graph(topo, in);
   ASSERT_TRUE(graph.ok()) << graph.error().to_string();
   auto with = simulate_step(topo, in, &*graph);
@@ -147,18 +149,12 @@ TEST(ParamGather, AGraphWithGatherWaitsDoesNotGatherAgainAfterTheStep) {
 // Megatron-Core's gradient buckets follow the same rule: stage 0's first chunk is bucketed by the
 // cap, every other stage and chunk is one bucket, and no bucket spans two chunks.
 TEST(ParamGather, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
-  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 50), 2, hw::FabricKind::fat_tree, 40))).value();
-  StepInputs in;
-  in.model = gpt(8, 1536);
+  const hw::Topology topo = two_nodes();
+  // Megatron-Core's rule: max(40M, 1M x 8) = 40M parameters.
+  StepInputs in = inputs(false, 2, PipelineSchedule::interleaved_1f1b);
   in.training.micro_batch = 1;
   in.training.seq_len = 1024;
-  in.parallel.pp = 2;
-  in.parallel.dp = 8;
-  in.parallel.schedule = PipelineSchedule::interleaved_1f1b;
-  in.parallel.virtual_stages = 2;
   in.training.global_batch = 8 * 4;
-  in.parallel.zero = 1;
-  in.parallel.bucket = Bytes(0);  // Megatron-Core's rule: max(40M, 1M x 8) = 40M parameters
   auto graph = build_step_graph(topo, in);
   ASSERT_TRUE(graph.ok()) << graph.error().to_string();
   const auto& stages = graph->kinds[0];
