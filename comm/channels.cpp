@@ -78,23 +78,39 @@ SearchResult nccl_ring_search(const ChannelSearch& node) {
   return best;
 }
 
-int nccl_multinode_channels(const std::vector<ChannelSearch>& nodes) {
-  if (nodes.empty()) return 1;
-  int n = kMaxChannels;
-  double speed = kInf;
-  int min_cc = std::numeric_limits<int>::max();
+SearchResult nccl_multinode_graph(const std::vector<ChannelSearch>& nodes) {
+  if (nodes.empty()) return {1, 0};
+  SearchResult g{kMaxChannels, kInf};
   for (const ChannelSearch& node : nodes) {
     const SearchResult r = nccl_ring_search(node);
-    n = std::min(n, r.channels);  // init.cc: the ranks' smallest graph
-    speed = std::min(speed, r.speed);
-    min_cc = std::min(min_cc, node.compute_capability);
+    g.channels = std::min(g.channels, r.channels);  // init.cc: the ranks' smallest graph
+    g.speed = std::min(g.speed, r.speed);
   }
+  return g;
+}
+
+int nccl_multinode_channels(const std::vector<ChannelSearch>& nodes) {
+  if (nodes.empty()) return 1;
+  const SearchResult g = nccl_multinode_graph(nodes);
+  int min_cc = std::numeric_limits<int>::max();
+  for (const ChannelSearch& node : nodes) min_cc = std::min(min_cc, node.compute_capability);
   // connect.cc, ncclTopoPostset: every search channel runs twice.
-  n = std::min(kMaxChannels, 2 * n);
+  int n = std::min(kMaxChannels, 2 * g.channels);
   // "Use 4 compute channels per search channel to reach peak BW on <8 PPN": Hopper, more than one
   // node, ring bwIntra above 45.
-  if (min_cc == 90 && nodes.size() > 1 && speed > 45.0 && 2 * n <= kMaxChannels) n *= 2;
+  if (min_cc == 90 && nodes.size() > 1 && g.speed > 45.0 && 2 * n <= kMaxChannels) n *= 2;
   return n;
+}
+
+PerChannelCaps nccl_per_channel_caps(int compute_capability, int nodes) {
+  // v2.18.5 tuning.cc, indexed [Volta, Ampere, Hopper][1 node, 2 nodes, more].
+  constexpr double kTree[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+  constexpr double kTreeLL128[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
+  constexpr double kRingLL128[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
+  if (compute_capability <= 0) return {kInf, kInf, kInf};
+  const int gen = compute_capability >= 90 ? 2 : compute_capability >= 80 ? 1 : 0;
+  const int n = nodes <= 1 ? 0 : nodes == 2 ? 1 : 2;
+  return {kTree[gen][n], kTreeLL128[gen][n], kRingLL128[gen][n]};
 }
 
 }  // namespace dtsim::comm

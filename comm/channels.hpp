@@ -43,7 +43,23 @@ struct SearchResult {
 double nccl_search_speed(double GBps, int compute_capability);
 // One node's ring search, with the search's own doubling.
 SearchResult nccl_ring_search(const ChannelSearch& node);
+// The communicator's ring graph over these nodes (two or more): the ranks keep the smallest
+// channel count and speed of their searches (init.cc). NCCL's tuner scales its bandwidths by it.
+SearchResult nccl_multinode_graph(const std::vector<ChannelSearch>& nodes);
 // comm->nChannels for a communicator over these nodes (two or more).
 int nccl_multinode_channels(const std::vector<ChannelSearch>& nodes);
+
+// NCCL's tuner caps a tree's, and an LL128 ring's, bus bandwidth at (graph channels) x a rate per
+// channel by GPU generation and node count (v2.18.5 src/graph/tuning.cc perChMaxTreeBws,
+// perChMaxTreeLL128Bws, perChMaxRingLL128Bws: Volta below compute capability 8.0, Ampere, Hopper
+// from 9.0; one node, two, more). One channel is one thread block: what its threads reduce and
+// copy, not the links, bounds it ("Tree will struggle to get better performance than ring without
+// using 32 SMs", NCCL's maintainer in nccl-tests#196). GB/s; infinite where the GPU is unknown.
+struct PerChannelCaps {
+  double tree;        // any tree protocol (before LL128's and LL's own factors)
+  double tree_ll128;  // a tree with LL128
+  double ring_ll128;  // a ring with LL128
+};
+PerChannelCaps nccl_per_channel_caps(int compute_capability, int nodes);
 
 }  // namespace dtsim::comm

@@ -136,15 +136,14 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
   return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
 }
 
-CommParams Planner::channel_params(const Layout& lay) const {
-  CommParams p = params_;
-  if (lay.nodes.size() <= 1) return p;
+std::vector<ChannelSearch> Planner::channel_searches(const Layout& lay) const {
   std::vector<ChannelSearch> nodes;
+  if (lay.nodes.size() <= 1) return nodes;
   const auto& fabric_nic = topo_.spec().fabric.nic;
   for (const auto& part : lay.nodes) {
     const hw::NodeSpec& spec = topo_.node_template(part.node).spec();
     const auto& nic = fabric_nic ? fabric_nic : spec.nic;
-    if (!nic) return p;
+    if (!nic) return {};
     ChannelSearch c;
     c.nics = std::max<int>(1, static_cast<int>(own_nics(part).size()));
     c.gpus = static_cast<int>(part.locals.size());
@@ -154,8 +153,44 @@ CommParams Planner::channel_params(const Layout& lay) const {
     c.compute_capability = hw::compute_capability_code(spec.gpu);
     nodes.push_back(c);
   }
-  p.max_channels = nccl_multinode_channels(nodes);
+  return nodes;
+}
+
+CommParams Planner::channel_params(const Layout& lay) const {
+  CommParams p = params_;
+  const std::vector<ChannelSearch> nodes = channel_searches(lay);
+  if (!nodes.empty()) p.max_channels = nccl_multinode_channels(nodes);
   return p;
+}
+
+double Planner::per_channel_cap_GBps(const Layout& lay, Algo a, Protocol p) const {
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  if (a != Algo::tree && !(a == Algo::ring && p == Protocol::ll128)) return kNone;
+  // The caps multiply the graph's channels (the search's, before ncclTopoPostset runs each twice),
+  // which dtsim knows across nodes (comm/channels.hpp). On one node it does not run NCCL's NVLink
+  // search: no cap there (nor LL's ceiling on a tree, which `dtsim fit`'s one-node tree LL lines
+  // are not held to either).
+  const std::vector<ChannelSearch> nodes = channel_searches(lay);
+  if (nodes.empty()) return kNone;
+  int cc = std::numeric_limits<int>::max();
+  for (const ChannelSearch& n : nodes) cc = std::min(cc, n.compute_capability);
+  const PerChannelCaps caps = nccl_per_channel_caps(cc, static_cast<int>(nodes.size()));
+  const double ch = nccl_multinode_graph(nodes).channels;
+  if (a == Algo::ring) return ch * caps.ring_ll128;
+  // v2.18.5 tuning.cc: every tree protocol is capped at channels x perChMaxTreeBw (after its .92);
+  // LL128 then takes its 120/128 and its own cap, LL its 1/3.8 and LL's ceiling.
+  switch (p) {
+    case Protocol::simple: return ch * caps.tree;
+    case Protocol::ll128: return std::min(ch * caps.tree * 120.0 / 128.0, ch * caps.tree_ll128);
+    case Protocol::ll: return std::min(ch * caps.tree / 3.8, ll_max_busbw_GBps(lay));
+  }
+  return kNone;
+}
+
+double Planner::most_loaded_seconds(const std::map<std::uint32_t, double>& load) const {
+  double worst = 0;
+  for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
+  return worst;
 }
 
 double Planner::bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const {
@@ -528,20 +563,24 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
       else intra_lat = std::max(intra_lat, path_lat);
     }
   }
-  // LL's bus bandwidth ceiling (NCCL llMaxBws; across nodes by the host CPU): lower the protocol
-  // factor until the ring's bus bandwidth on idle links stays under it.
-  if (const double ll_max = ll_max_busbw_GBps(lay); proto == Protocol::ll && ll_max > 0) {
+  // NCCL's tuner: a ring of fewer than 2 GPUs per node runs LL128 at .7 (each GPU sends and
+  // receives through its NIC), and caps the bus bandwidth of LL (llMaxBws; across nodes by the
+  // host CPU) and of LL128 (graph channels x perChMaxRingLL128Bws): lower the protocol factor
+  // until the ring's bus bandwidth on idle links stays under the cap.
+  if (proto == Protocol::ll128 && n < 2 * m) factor = std::min(factor, params_.ring_ll128_one_per_node);
+  double cap = std::numeric_limits<double>::infinity();
+  if (proto == Protocol::ll && ll_max_busbw_GBps(lay) > 0) cap = ll_max_busbw_GBps(lay);
+  if (proto == Protocol::ll128) cap = per_channel_cap_GBps(lay, Algo::ring, proto);
+  if (std::isfinite(cap)) {
     std::map<std::uint32_t, double> load;
     for (const auto& ch : paths) {
       for (const auto& p : ch) {
         for (LinkId l : p) load[l.value] += per_edge;
       }
     }
-    double worst = 0;
-    for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
-    if (worst > 0) {
+    if (const double worst = most_loaded_seconds(load); worst > 0) {
       const double busbw = per_edge * nch / worst;  // bytes/s at factor 1
-      factor = std::min(factor, ll_max * 1e9 / busbw);
+      factor = std::min(factor, cap * 1e9 / busbw);
     }
   }
 
@@ -646,7 +685,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   Time intra_lat = step_latency(Algo::tree, proto, intra, lay);
   Time inter_lat = step_latency(Algo::tree, proto, Transport::net, lay);
   const int per_node = lay.max_per_node;
-  const double factor = bandwidth_factor(Algo::tree, proto, CollOp::allreduce, multinode);
+  double factor = bandwidth_factor(Algo::tree, proto, CollOp::allreduce, multinode);
 
   // Channels as for rings: the channel's segment on each node is a chain whose first GPU (the one
   // owning the channel's NIC) is the node's vertex in the two binary trees over nodes.
@@ -693,6 +732,19 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   }
   const Time latency = params_.lat(Algo::tree, proto).base + params_.call_overhead +
                        (intra_lat * (per_node - 1) + inter_lat * ceil_log2(m)) * 2;
+  // NCCL's tuner caps a tree's bus bandwidth at graph channels x a rate per channel (and LL's at
+  // its ceiling); a tree's algorithm bandwidth is half its bus bandwidth there (tuning.cc ratio
+  // .5). Lower the protocol factor until the tree's algorithm bandwidth on idle links stays under.
+  if (const double cap = per_channel_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) {
+    std::map<std::uint32_t, double> load;
+    for (const auto& all : groups) {
+      for (LinkId l : all) load[l.value] += share;
+    }
+    if (const double worst = most_loaded_seconds(load); worst > 0) {
+      const double algbw = size.as_double() / worst;  // bytes/s at factor 1
+      factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
+    }
+  }
   Phase ph;
   ph.what = "double binary tree all-reduce";
   for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
@@ -960,8 +1012,7 @@ void Planner::cap_channels(Phase& ph, double fraction) const {
   for (const FlowGroup& g : ph.groups) {
     for (const LinkUse& u : g.uses) load[u.link.value] += g.bytes.as_double() * u.count;
   }
-  double seconds = 0;
-  for (const auto& [l, bytes] : load) seconds = std::max(seconds, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
+  const double seconds = most_loaded_seconds(load);
   if (!(seconds > 0)) return;
   // Each group at `fraction` of the rate that ends it with the phase.
   for (FlowGroup& g : ph.groups) {

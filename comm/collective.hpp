@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/channels.hpp"
 #include "comm/metrics.hpp"
 #include "comm/params.hpp"
 #include "hw/topology.hpp"
@@ -103,6 +104,16 @@ class Planner {
   // on this communicator (comm->nChannels): comm.max_channels on one node; across nodes NCCL
   // v2.18.5's rules (comm/channels.hpp) from each node's NICs, GPUs and links.
   CommParams channel_params(const Layout& lay) const;
+  // What NCCL's topology search sees on each node of a multi-node communicator (empty on one node
+  // or without a NIC).
+  std::vector<ChannelSearch> channel_searches(const Layout& lay) const;
+  // The bus bandwidth NCCL's tuner allows algorithm `a` with protocol `p` on this communicator:
+  // across nodes graph channels x its per-channel rate (comm/channels.hpp PerChannelCaps), LL128's
+  // and LL's factors applied to the tree's, and LL's ceiling; infinite where NCCL sets none, and
+  // on one node. GB/s.
+  double per_channel_cap_GBps(const Layout& lay, Algo a, Protocol p) const;
+  // Seconds the most loaded link needs for `load` (bytes by link) on otherwise idle links.
+  double most_loaded_seconds(const std::map<std::uint32_t, double>& load) const;
 
   // Path of a ring/tree edge between two GPU ranks; across nodes out of the sender's NIC `nic` and
   // into the receiver's NIC `to_nic`, reaching the first over NVLink (NCCL's PXN) when the sender

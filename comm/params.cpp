@@ -156,6 +156,8 @@ std::vector<ParamInfo> build_table() {
   fraction("ring.LL.bandwidth_factor.allreduce", &CommParams::ring_ll_allreduce, "bus bandwidth fraction of ring LL for all-reduce (and multi-node)", refine);
   fraction("ring.LL.bandwidth_factor.other", &CommParams::ring_ll_other, "bus bandwidth fraction of ring LL for other collectives in one node", refine);
   fraction("ring.LL128.bandwidth_factor", &CommParams::ring_ll128, "bus bandwidth fraction of ring LL128 (120 of 128 bytes are data)", refine);
+  fraction("ring.LL128.bandwidth_factor.one_per_node", &CommParams::ring_ll128_one_per_node,
+           "bus bandwidth fraction of ring LL128 with fewer than 2 GPUs per node (sending and receiving through one GPU's NIC)", refine);
   fraction("tree.Simple.bandwidth_factor", &CommParams::tree_simple, "bus bandwidth fraction of tree Simple", refine);
   fraction("tree.LL.bandwidth_factor", &CommParams::tree_ll, "bus bandwidth fraction of tree LL", refine);
   fraction("tree.LL128.bandwidth_factor", &CommParams::tree_ll128, "bus bandwidth fraction of tree LL128 on one node (0.92 x 7/9)", refine);

@@ -43,6 +43,8 @@ struct CommParams {
   double ring_ll_allreduce = 0.25;
   double ring_ll_other = 1.0 / 3.0;
   double ring_ll128 = 0.92;
+  // A ring of one GPU per node sends and receives through the same GPU's NIC (NCCL: ppn < 2).
+  double ring_ll128_one_per_node = 0.7;
   double tree_simple = 0.92;
   double tree_ll = 0.92 / 3.8;
   double tree_ll128 = 0.92 * 7.0 / 9.0;           // one node (NCCL: 7/9)

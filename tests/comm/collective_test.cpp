@@ -444,6 +444,56 @@ TEST(HostCpu, LlAcrossNodesStaysUnderNcclsCeilingForTheHost) {
   }
 }
 
+// NCCL's tuner caps trees, and LL128 rings, at graph channels x a per-channel rate (v2.18.5
+// tuning.cc perChMax*Bws); here a Hopper node whose search gives 8 graph channels at 48 GB/s (8
+// NICs, 18 NVLinks of 20 GB/s in NCCL's count: 8 x 48 x 7/8 fits, 8 x 48 reaches 360:
+// comm/channels.hpp), with links fast enough that the caps bind (NICs of 100 GB/s behind 64 GB/s
+// PCIe links). Data time = simulated time - the plan's latency.
+hw::NodeSpec hopper_node() {
+  auto node = nvswitch_node(8, true, 100);
+  node.gpu.compute_capability = "9.0";
+  node.nvlink_links_per_gpu = 18;
+  node.pcie = hw::testing::link("pcie", hw::LinkKind::pcie, 64, Time::ns(500));
+  return node;
+}
+
+// Sizes that fill whole loops, so that no channel carries more than its share (comm/split.hpp):
+// 1 GiB for Simple trees; for LL128 1,179,648,000 bytes, 64 loops of 32 channels x 576,000 data
+// bytes on the tree, 4 of 32 channels x 16 ranks x 576,000 on the ring.
+constexpr std::int64_t kWholeLoopsLl128 = 1179648000;
+
+TEST(PerChannelCaps, TreeAcrossNodesMovesAtGraphChannelsTimesNcclsRate) {
+  struct Case {
+    int nodes;
+    Protocol proto;
+    double algbw_GBps;  // half of NCCL's capped bus bandwidth
+  };
+  // 2 nodes: 8 x 41.4; more: 8 x 36.0; LL128 on 4: min(8 x 36.0 x 120/128, 8 x 29.0) = 232.
+  for (const Case& c : {Case{2, Protocol::simple, 0.5 * 8 * 41.4}, Case{4, Protocol::simple, 0.5 * 8 * 36.0},
+                        Case{4, Protocol::ll128, 0.5 * 8 * 29.0}}) {
+    Fixture f(cluster(hopper_node(), c.nodes, hw::FabricKind::single_switch));
+    const std::int64_t bytes = c.proto == Protocol::ll128 ? kWholeLoopsLl128 : std::int64_t{1073741824};
+    const double S = static_cast<double>(bytes);
+    const Plan p = f.plan(CollOp::allreduce, Bytes(bytes), Algo::tree, c.proto);
+    const double data = f.simulate(p) - p.phases.front().groups.front().latency.seconds();
+    EXPECT_NEAR(S / data / GB, c.algbw_GBps, 0.002 * c.algbw_GBps) << c.nodes << " " << to_string(c.proto);
+  }
+}
+
+TEST(PerChannelCaps, RingLl128StaysUnderItsCapAndRunsAtPoint7WithOneGpuPerNode) {
+  const double S = static_cast<double>(kWholeLoopsLl128);
+  Fixture f(cluster(hopper_node(), 2, hw::FabricKind::single_switch));
+  // 16 GPUs: bus bandwidth 8 x 36.7 (0.92 x the 8 PCIe links' 512 would be 471).
+  const Plan p = f.plan(CollOp::allreduce, Bytes(kWholeLoopsLl128), Algo::ring, Protocol::ll128);
+  const double data = f.simulate(p) - p.phases.front().groups.front().latency.seconds();
+  EXPECT_NEAR(2.0 * 15 / 16 * S / data / GB, 8 * 36.7, 0.002 * 8 * 36.7);
+  // GPU 0 of each node: one ring through GPU 0's 64 GB/s PCIe link to its NIC, at .7 (NCCL: ppn
+  // < 2); the lone GPU's graph (2 channels at 48, doubled to 4 at 24; 4 x 36.7) does not bind.
+  const Plan lone = f.plan(CollOp::allreduce, Bytes(kWholeLoopsLl128), Algo::ring, Protocol::ll128, {0, 8});
+  const double lone_data = f.simulate(lone) - lone.phases.front().groups.front().latency.seconds();
+  EXPECT_NEAR(S / lone_data / GB, 0.7 * 64, 0.002 * 0.7 * 64);
+}
+
 TEST(Auto, PicksLowLatencyProtocolsForSmallMessagesAndBandwidthForLarge) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   CollectiveRequest req;

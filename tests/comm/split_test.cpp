@@ -3,6 +3,8 @@
 // effect on a simulated ring: the busiest channel sets the time.
 #include "comm/split.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "comm/channels.hpp"
@@ -152,6 +154,31 @@ TEST(NcclChannels, PcieOnlyNodesAndMixedNodesTakeTheirOwnLimits) {
   // channels, kept); the ranks keep the smaller speed, so no Hopper doubling: 16.
   const ChannelSearch a100_ndr{8, 8, 50, 12, 4, 80};
   EXPECT_EQ(nccl_multinode_channels({a100_ndr, dgx_h100()}), 16);
+}
+
+TEST(NcclChannels, GraphKeepsTheSmallestSearch) {
+  // The tuner's bandwidths scale with the graph (before ncclTopoPostset): 8 channels at 48 on DGX
+  // H100, 8 at 24 on DGX A100; beside each other the ranks keep 8 and 24.
+  EXPECT_EQ(nccl_multinode_graph({dgx_h100(), dgx_h100()}).channels, 8);
+  EXPECT_DOUBLE_EQ(nccl_multinode_graph({dgx_h100(), dgx_h100()}).speed, 48);
+  const ChannelSearch lone_h100{1, 1, 50, 18, 5, 90};
+  EXPECT_EQ(nccl_multinode_graph({dgx_h100(), lone_h100}).channels, 2);
+  EXPECT_DOUBLE_EQ(nccl_multinode_graph({dgx_a100(), dgx_h100()}).speed, 24);
+}
+
+TEST(NcclChannels, PerChannelCapsByGenerationAndNodes) {
+  // v2.18.5 tuning.cc: [Volta, Ampere, Hopper] x [1 node, 2, more].
+  const PerChannelCaps h2 = nccl_per_channel_caps(90, 2), h16 = nccl_per_channel_caps(90, 16);
+  EXPECT_DOUBLE_EQ(h2.tree, 41.4);
+  EXPECT_DOUBLE_EQ(h16.tree, 36.0);
+  EXPECT_DOUBLE_EQ(h16.tree_ll128, 29.0);
+  EXPECT_DOUBLE_EQ(h16.ring_ll128, 36.7);
+  const PerChannelCaps a4 = nccl_per_channel_caps(80, 4);
+  EXPECT_DOUBLE_EQ(a4.tree, 17.8);
+  EXPECT_DOUBLE_EQ(a4.tree_ll128, 20.0);
+  EXPECT_DOUBLE_EQ(nccl_per_channel_caps(70, 1).tree, 26.5);
+  EXPECT_DOUBLE_EQ(nccl_per_channel_caps(89, 3).tree, 17.8);  // 8.9 is Ampere's row
+  EXPECT_TRUE(std::isinf(nccl_per_channel_caps(0, 2).tree));  // unknown GPU: no cap
 }
 
 }  // namespace

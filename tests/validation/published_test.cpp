@@ -163,8 +163,10 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
 //    was (NVLS made no difference);
 //  - NVLS off on 2 nodes: compared with dtsim's ring, which NCCL runs on nodes of 8 NICs (its
 //    maintainer in nccl-tests#196: "if you have 8 NICs, Tree will struggle to get better
-//    performance than ring without using 32 SMs (which we disallow)"). dtsim's own choice there
-//    is its tree, 10% above the quote: its tree has no per-channel SM limit (docs/validation.md).
+//    performance than ring without using 32 SMs (which we disallow)"). Without NVLS dtsim's tree
+//    must lose to its ring there too: NCCL's per-channel cap (8 graph channels x 41.4 GB/s on 2
+//    Hopper nodes, tuning.cc perChMaxTreeBws) holds the tree to 331 GB/s of NCCL's bus bandwidth,
+//    half of it algorithm bandwidth.
 TEST(PublishedNccl, MultiNodeH100AllReduceQuotedInNcclIssue1221) {
   std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-allreduce-multinode-points.csv");
   ASSERT_TRUE(in.good());
@@ -199,6 +201,14 @@ TEST(PublishedNccl, MultiNodeH100AllReduceQuotedInNcclIssue1221) {
       ASSERT_TRUE(p.ok()) << p.error().message;
       EXPECT_EQ(p->algo, nvls_off || nodes > 2 ? comm::Algo::ring : comm::Algo::nvls) << line;
       const double t = comm::simulate_alone(*topo, *p).seconds();
+      if (nvls_off) {
+        req.algo = comm::Algo::tree;
+        auto tree = planner.plan(req);
+        ASSERT_TRUE(tree.ok()) << tree.error().message;
+        // 0.5 x 8 x 41.4 GB/s of algorithm bandwidth, within the flow model's rounding.
+        EXPECT_NEAR(static_cast<double>(bytes) / (tree->estimate - tree->phases.front().groups.front().latency).seconds(), 165.6e9, 0.002 * 165.6e9);
+        EXPECT_GT(tree->estimate, p->estimate) << line << " at " << bytes;
+      }
       const double busbw = busbw_GBps(CollOp::allreduce, gpus, static_cast<double>(bytes), t);
       EXPECT_NEAR(busbw, measured, 0.10 * measured) << line << " at " << bytes;
     }
