@@ -336,6 +336,24 @@ Expected<Ports> leaf_ports(const FabricSpec& f) {
   return p;
 }
 
+// The node with `n` of its NICs, spread evenly over its NIC list (NIC k x count / n, renumbered
+// 0..n-1): on a DGX A100, whose PCIe switches hold two NICs each, 4 keeps one per switch, as
+// servers with 4 NICs are built.
+NodeSpec with_nics(NodeSpec node, int n) {
+  if (n <= 0 || n >= node.nics) return node;
+  std::map<int, int> kept;  // old index -> new
+  for (int k = 0; k < n; ++k) kept[static_cast<int>(static_cast<std::int64_t>(k) * node.nics / n)] = k;
+  for (PcieGroup& g : node.pcie_groups) {
+    std::vector<int> nics;
+    for (int x : g.nics) {
+      if (auto it = kept.find(x); it != kept.end()) nics.push_back(it->second);
+    }
+    g.nics = std::move(nics);
+  }
+  node.nics = n;
+  return node;
+}
+
 }  // namespace
 
 Expected<Topology> Topology::build(const ClusterSpec& spec) {
@@ -351,7 +369,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     if (grp.count <= 0) return Error(fmt::format("node count must be positive, got {}", grp.count), prefix + "count");
     if (grp.count > 1'000'000) return Error(fmt::format("{} nodes is beyond what dtsim simulates", grp.count), prefix + "count");
     const int used = grp.gpus_per_node > 0 ? grp.gpus_per_node : grp.node.gpus;
-    auto tmpl = NodeTemplate::build(grp.node, used);
+    auto tmpl = NodeTemplate::build(spec.groups.size() > 1 || grp.count > 1 ? with_nics(grp.node, spec.fabric.nics_per_node) : grp.node, used);
     if (!tmpl) {
       Error e = tmpl.error();
       e.message = fmt::format("node '{}': {}", grp.node.name, e.message);
@@ -419,7 +437,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     ni.nics_used = f.nics_per_node > 0 ? f.nics_per_node : nt.nics();
     for (int g = 0; g < nt.gpus(); ++g) {
       if (nt.nearest_nic(g, ni.nics_used) < 0) {
-        return Error(fmt::format("node '{}': GPU {} has no route to any of its first {} NICs", nt.spec().name, g, ni.nics_used), "node");
+        return Error(fmt::format("node '{}': GPU {} has no route to any of the {} NICs it keeps", nt.spec().name, g, ni.nics_used), "node");
       }
     }
   }

@@ -236,6 +236,29 @@ TEST(Topology, PartialNodesUseTheFirstGpus) {
   EXPECT_EQ(t.local_of(3), 1);
 }
 
+TEST(Topology, FewerNicsPerNodeAreSpreadOverThePcieSwitches) {
+  // 4 PCIe switches, each with 2 GPUs and 2 NICs (2s, 2s + 1). Keeping 4 NICs keeps 0, 2, 4, 6:
+  // one per switch, renumbered 0-3, so every GPU reaches a NIC under its own switch, as on servers
+  // built with 4 NICs (the first 4 would leave GPUs 4-7 none on their CPU).
+  auto c = cluster(nvswitch_node(), 2, FabricKind::single_switch);
+  c.fabric.nics_per_node = 4;
+  Topology t = build(c);
+  EXPECT_EQ(t.fabric_nics(0), 4);
+  const NodeTemplate& nt = t.node_template(0);
+  for (int g = 0; g < 8; ++g) {
+    const int nic = nt.nearest_nic(g, 4);
+    EXPECT_EQ(nic, g / 2) << "GPU " << g;
+    EXPECT_EQ(nt.route(nt.gpu_vertex(g), nt.nic_vertex(nic)).size(), 2u) << "GPU " << g << ": up to its switch and down";
+  }
+  // One NIC keeps NIC 0; more NICs than the node has is an error naming the field.
+  c.fabric.nics_per_node = 1;
+  EXPECT_EQ(build(c).node_template(0).nearest_nic(7, 1), 0);
+  c.fabric.nics_per_node = 9;
+  auto too_many = Topology::build(c);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.error().field, "fabric.nics_per_node");
+}
+
 TEST(Topology, HeterogeneousClustersJoinThroughTheFabric) {
   ClusterSpec c = cluster(nvswitch_node(), 2, FabricKind::single_switch);
   c.groups.push_back(NodeGroup{pcie_node(), 1, 0});
