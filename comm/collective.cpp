@@ -136,6 +136,28 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
   return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
 }
 
+bool Planner::ll128_by_default(const Layout& lay) const {
+  // "Enable LL128 by default only on Volta/Ampere/Hopper+NVLink. Other cases are not tested and may
+  // cause silent data corruption." Compute capability 7.0, 8.0 or 9.0 on every GPU (later NCCL
+  // versions add Blackwell, 10.0 here, and mixed GPUs from 9.0); every node's GPUs joined by
+  // NVLink (typeIntra up to NVB); across nodes GPUDirect RDMA (typeInter up to PXB, not through
+  // host memory). A GPU preset without a compute capability is not held to it.
+  int lo = std::numeric_limits<int>::max(), hi = 0;
+  for (const auto& part : lay.nodes) {
+    const hw::NodeSpec& spec = topo_.node_template(part.node).spec();
+    const int cc = hw::compute_capability_code(spec.gpu);
+    if (cc > 0) {
+      lo = std::min(lo, cc);
+      hi = std::max(hi, cc);
+    }
+    if (part.locals.size() > 1 && spec.nvlink_topology == hw::NvlinkTopology::none) return false;
+    if (lay.nodes.size() > 1 && !spec.gpudirect_rdma) return false;
+  }
+  if (hi == 0) return true;
+  if (lo != hi && lo < 90) return false;
+  return lo == 70 || lo == 80 || lo == 90 || lo >= 100;
+}
+
 std::vector<ChannelSearch> Planner::channel_searches(const Layout& lay) const {
   std::vector<ChannelSearch> nodes;
   if (lay.nodes.size() <= 1) return nodes;
@@ -260,10 +282,12 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   const Layout lay = layout(req.ranks);
   const auto cands = candidates(req);
   std::vector<std::pair<Algo, Protocol>> chosen;
+  const bool ll128 = ll128_by_default(lay);
   for (const auto& [a, p] : cands) {
     // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
-    // when asked for by name.
+    // when asked for by name, LL128 only where NCCL enables it by default.
     if (!req.algo && a == Algo::hierarchical) continue;
+    if (!req.protocol && p == Protocol::ll128 && !ll128) continue;
     if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
   }
   if (chosen.empty() && req.algo == Algo::nvls && req.op == CollOp::allreduce && lay.min_per_node <= 2) {

@@ -104,6 +104,10 @@ class Planner {
   // on this communicator (comm->nChannels): comm.max_channels on one node; across nodes NCCL
   // v2.18.5's rules (comm/channels.hpp) from each node's NICs, GPUs and links.
   CommParams channel_params(const Layout& lay) const;
+  // Whether NCCL's tuner may pick LL128 on this communicator by itself (v2.18.5 tuning.cc: only
+  // Volta, Ampere and Hopper, all GPUs alike, NVLink inside the nodes, and across nodes a NIC the
+  // GPUs reach without host memory). A request that names LL128 runs it anyway (NCCL_PROTO).
+  bool ll128_by_default(const Layout& lay) const;
   // What NCCL's topology search sees on each node of a multi-node communicator (empty on one node
   // or without a NIC).
   std::vector<ChannelSearch> channel_searches(const Layout& lay) const;

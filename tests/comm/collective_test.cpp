@@ -494,6 +494,40 @@ TEST(PerChannelCaps, RingLl128StaysUnderItsCapAndRunsAtPoint7WithOneGpuPerNode) 
   EXPECT_NEAR(S / lone_data / GB, 0.7 * 64, 0.002 * 0.7 * 64);
 }
 
+TEST(Auto, Ll128OnlyWhereNcclEnablesItByDefault) {
+  // v2.18.5 tuning.cc: LL128 by default only on compute capability 7.0, 8.0 and 9.0 (all GPUs
+  // alike) with NVLink inside the node; a request naming it still runs it (NCCL_PROTO=LL128).
+  auto picks_ll128 = [](hw::NodeSpec node, int nodes) {
+    Fixture f(cluster(node, nodes, hw::FabricKind::single_switch));
+    bool any = false;
+    for (std::int64_t bytes = 1024; bytes <= (std::int64_t{1} << 30); bytes *= 4) {
+      CollectiveRequest req;
+      req.op = CollOp::allreduce;
+      req.size = Bytes(bytes);
+      for (int i = 0; i < f.topo.gpus(); ++i) req.ranks.push_back(i);
+      auto p = f.planner.plan(req);
+      EXPECT_TRUE(p.ok());
+      any = any || p->protocol == Protocol::ll128;
+    }
+    return any;
+  };
+  auto with_cc = [](hw::NodeSpec node, const char* cc) {
+    node.gpu.compute_capability = cc;
+    return node;
+  };
+  // Two nodes of the NVSwitch fixture, where LL128 wins somewhere between 1 KiB and 1 GiB.
+  EXPECT_TRUE(picks_ll128(with_cc(nvswitch_node(), "8.0"), 2));
+  EXPECT_TRUE(picks_ll128(with_cc(nvswitch_node(), "9.0"), 2));
+  EXPECT_FALSE(picks_ll128(with_cc(nvswitch_node(), "8.6"), 2));  // Ampere consumer parts
+  EXPECT_FALSE(picks_ll128(with_cc(nvswitch_node(), "6.0"), 2));  // Pascal
+  EXPECT_FALSE(picks_ll128(with_cc(hw::testing::pcie_node(), "8.0"), 2));  // no NVLink
+  auto staged = with_cc(nvswitch_node(), "8.0");
+  staged.gpudirect_rdma = false;  // across nodes through host memory
+  EXPECT_FALSE(picks_ll128(staged, 2));
+  Fixture f(cluster(with_cc(hw::testing::pcie_node(), "8.9"), 1, hw::FabricKind::single_switch));
+  EXPECT_EQ(f.plan(CollOp::allreduce, Bytes::MiB(64), Algo::ring, Protocol::ll128).protocol, Protocol::ll128);
+}
+
 TEST(Auto, PicksLowLatencyProtocolsForSmallMessagesAndBandwidthForLarge) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   CollectiveRequest req;
