@@ -564,7 +564,10 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
 
   const bool all_reduce = op == CollOp::allreduce;
   const int nsteps = all_reduce ? 2 * (n - 1) : n - 1;
-  const int ninter = all_reduce ? 2 * (m - 1) : m - 1;
+  // Steps over the network, as NCCL's tuner counts them (v2.18.5 tuning.cc nInterSteps): an
+  // all-reduce's 2(n - 1) steps cross the ring's m node boundaries about twice, 2m of them; an
+  // all-gather's or reduce-scatter's n - 1 steps, m - 1.
+  const int ninter = !multinode ? 0 : all_reduce ? 2 * m : m - 1;
   const Transport intra = intra_transport(lay);
   Time intra_lat = step_latency(Algo::ring, proto, intra, lay);
   Time inter_lat = step_latency(Algo::ring, proto, Transport::net, lay);

@@ -407,7 +407,7 @@ TEST(Contention, EachNodeSendsAndReceivesThroughItsOwnGpusNics) {
 TEST(HostCpu, NetworkPostsCostTwiceAsMuchOnAmd) {
   // The inter-node steps pay their path's latency where it exceeds 2.7 us (3.6 us here, through
   // NVLink to the NIC's GPU, PCIe, the NIC and the switch), the same on both hosts: the difference
-  // is the 28 intra-node steps' extra microsecond.
+  // is the intra-node steps' extra microsecond, 30 steps less NCCL's 2 x 2 nodes over the network.
   std::map<hw::CpuVendor, double> t;
   for (const hw::CpuVendor vendor : {hw::CpuVendor::intel, hw::CpuVendor::amd}) {
     auto node = nvswitch_node();
@@ -416,7 +416,7 @@ TEST(HostCpu, NetworkPostsCostTwiceAsMuchOnAmd) {
     t[vendor] = f.simulate(f.plan(CollOp::allreduce, Bytes(8), Algo::ring, Protocol::ll));
   }
   EXPECT_GE(t[hw::CpuVendor::intel], us(40.0));
-  EXPECT_NEAR(t[hw::CpuVendor::amd] - t[hw::CpuVendor::intel], us(28.0), us(0.05));
+  EXPECT_NEAR(t[hw::CpuVendor::amd] - t[hw::CpuVendor::intel], us(26.0), us(0.05));
 }
 
 // llMaxBws: LL's bus bandwidth across nodes is capped by the host CPU and the node count: 39.0
