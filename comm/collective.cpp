@@ -137,11 +137,12 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
 }
 
 bool Planner::ll128_by_default(const Layout& lay) const {
-  // "Enable LL128 by default only on Volta/Ampere/Hopper+NVLink. Other cases are not tested and may
-  // cause silent data corruption." Compute capability 7.0, 8.0 or 9.0 on every GPU (later NCCL
-  // versions add Blackwell, 10.0 here, and mixed GPUs from 9.0); every node's GPUs joined by
-  // NVLink (typeIntra up to NVB); across nodes GPUDirect RDMA (typeInter up to PXB, not through
-  // host memory). A GPU preset without a compute capability is not held to it.
+  // v2.18.5 tuning.cc: "Enable LL128 by default only on Volta/Ampere/Hopper+NVLink. Other cases
+  // are not tested and may cause silent data corruption." Every GPU of compute capability 7.0,
+  // 8.0 or 9.0, all alike; every node's GPUs joined by NVLink (typeIntra up to NVB); across nodes
+  // GPUDirect RDMA (typeInter up to PXB, not through host memory). Blackwell, which 2.18.5
+  // predates, as NCCL 2.25 enables it: 10.0. A GPU preset without a compute capability is not
+  // held to it.
   int lo = std::numeric_limits<int>::max(), hi = 0;
   for (const auto& part : lay.nodes) {
     const hw::NodeSpec& spec = topo_.node_template(part.node).spec();
@@ -154,8 +155,7 @@ bool Planner::ll128_by_default(const Layout& lay) const {
     if (lay.nodes.size() > 1 && !spec.gpudirect_rdma) return false;
   }
   if (hi == 0) return true;
-  if (lo != hi && lo < 90) return false;
-  return lo == 70 || lo == 80 || lo == 90 || lo >= 100;
+  return lo == hi && (lo == 70 || lo == 80 || lo == 90 || lo == 100);
 }
 
 std::vector<ChannelSearch> Planner::channel_searches(const Layout& lay) const {
@@ -194,8 +194,14 @@ double Planner::per_channel_cap_GBps(const Layout& lay, Algo a, Protocol p) cons
   // are not held to either).
   const std::vector<ChannelSearch> nodes = channel_searches(lay);
   if (nodes.empty()) return kNone;
+  // NCCL indexes the tables by the lowest compute capability (a GPU of unknown capability
+  // aside); Blackwell, which 2.18.5 predates, takes none of them (later NCCL versions' tables
+  // differ).
   int cc = std::numeric_limits<int>::max();
-  for (const ChannelSearch& n : nodes) cc = std::min(cc, n.compute_capability);
+  for (const ChannelSearch& n : nodes) {
+    if (n.compute_capability > 0) cc = std::min(cc, n.compute_capability);
+  }
+  if (cc == std::numeric_limits<int>::max() || cc >= 100) return kNone;
   const PerChannelCaps caps = nccl_per_channel_caps(cc, static_cast<int>(nodes.size()));
   const double ch = nccl_multinode_graph(nodes).channels;
   if (a == Algo::ring) return ch * caps.ring_ll128;
@@ -242,8 +248,12 @@ std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveReque
     const auto& spec = topo_.node_template(p.node).spec();
     nvls = nvls && spec.nvls && spec.nvlink_topology == hw::NvlinkTopology::nvswitch;
   }
+  // LL128 only where NCCL enables it by default, unless the request names it (NCCL_PROTO).
+  const bool ll128 = req.protocol == Protocol::ll128 || ll128_by_default(lay);
   auto all = [&](Algo a) {
-    for (Protocol p : kAllProtocols) out.emplace_back(a, p);
+    for (Protocol p : kAllProtocols) {
+      if (p != Protocol::ll128 || ll128) out.emplace_back(a, p);
+    }
   };
   switch (req.op) {
     case CollOp::allreduce:
@@ -253,7 +263,7 @@ std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveReque
       // or fewer on a node; across nodes it runs the NVLS tree.
       if (nvls && lay.min_per_node > 2) out.emplace_back(Algo::nvls, Protocol::simple);
       if (multinode && lay.max_per_node > 1) {
-        for (Protocol p : kAllProtocols) out.emplace_back(Algo::hierarchical, p);
+        all(Algo::hierarchical);
       }
       break;
     case CollOp::allgather:
@@ -282,12 +292,10 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   const Layout lay = layout(req.ranks);
   const auto cands = candidates(req);
   std::vector<std::pair<Algo, Protocol>> chosen;
-  const bool ll128 = ll128_by_default(lay);
   for (const auto& [a, p] : cands) {
     // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
-    // when asked for by name, LL128 only where NCCL enables it by default.
+    // when asked for by name.
     if (!req.algo && a == Algo::hierarchical) continue;
-    if (!req.protocol && p == Protocol::ll128 && !ll128) continue;
     if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
   }
   if (chosen.empty() && req.algo == Algo::nvls && req.op == CollOp::allreduce && lay.min_per_node <= 2) {

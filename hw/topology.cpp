@@ -336,21 +336,41 @@ Expected<Ports> leaf_ports(const FabricSpec& f) {
   return p;
 }
 
-// The node with `n` of its NICs, spread evenly over its NIC list (NIC k x count / n, renumbered
-// 0..n-1): on a DGX A100, whose PCIe switches hold two NICs each, 4 keeps one per switch, as
-// servers with 4 NICs are built.
+// The node with `n` of its NICs, spread over its PCIe switches: each switch's first NIC, then
+// each one's second, and so on, whole rounds while they fit and the last round's NICs evenly
+// (on a DGX A100, whose 4 switches hold two NICs each, 4 keep one per switch and 2 one per CPU,
+// as servers built with fewer NICs have them); renumbered 0..n-1 in their order. The node must
+// be valid: every NIC on exactly one switch.
 NodeSpec with_nics(NodeSpec node, int n) {
   if (n <= 0 || n >= node.nics) return node;
-  std::map<int, int> kept;  // old index -> new
-  for (int k = 0; k < n; ++k) kept[static_cast<int>(static_cast<std::int64_t>(k) * node.nics / n)] = k;
+  std::vector<std::vector<int>> rounds;
+  for (const PcieGroup& g : node.pcie_groups) {
+    for (std::size_t r = 0; r < g.nics.size(); ++r) {
+      if (rounds.size() <= r) rounds.emplace_back();
+      rounds[r].push_back(g.nics[r]);
+    }
+  }
+  std::vector<int> keep;
+  for (const std::vector<int>& round : rounds) {
+    const int left = n - static_cast<int>(keep.size()), size = static_cast<int>(round.size());
+    if (left <= 0) break;
+    if (left >= size) {
+      keep.insert(keep.end(), round.begin(), round.end());
+      continue;
+    }
+    for (int k = 0; k < left; ++k) keep.push_back(round[static_cast<std::size_t>(k * size / left)]);
+  }
+  std::sort(keep.begin(), keep.end());
+  std::map<int, int> renumbered;  // old index -> new
+  for (std::size_t k = 0; k < keep.size(); ++k) renumbered[keep[k]] = static_cast<int>(k);
   for (PcieGroup& g : node.pcie_groups) {
     std::vector<int> nics;
     for (int x : g.nics) {
-      if (auto it = kept.find(x); it != kept.end()) nics.push_back(it->second);
+      if (auto it = renumbered.find(x); it != renumbered.end()) nics.push_back(it->second);
     }
     g.nics = std::move(nics);
   }
-  node.nics = n;
+  node.nics = static_cast<int>(keep.size());
   return node;
 }
 
@@ -369,7 +389,13 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     if (grp.count <= 0) return Error(fmt::format("node count must be positive, got {}", grp.count), prefix + "count");
     if (grp.count > 1'000'000) return Error(fmt::format("{} nodes is beyond what dtsim simulates", grp.count), prefix + "count");
     const int used = grp.gpus_per_node > 0 ? grp.gpus_per_node : grp.node.gpus;
-    auto tmpl = NodeTemplate::build(spec.groups.size() > 1 || grp.count > 1 ? with_nics(grp.node, spec.fabric.nics_per_node) : grp.node, used);
+    auto tmpl = NodeTemplate::build(grp.node, used);
+    // Across nodes the fabric may use fewer of the node's NICs: the node is checked whole first,
+    // so that its errors name its own NICs.
+    const bool multinode = spec.groups.size() > 1 || grp.count > 1;
+    if (tmpl && multinode && spec.fabric.nics_per_node > 0 && spec.fabric.nics_per_node < grp.node.nics) {
+      tmpl = NodeTemplate::build(with_nics(grp.node, spec.fabric.nics_per_node), used);
+    }
     if (!tmpl) {
       Error e = tmpl.error();
       e.message = fmt::format("node '{}': {}", grp.node.name, e.message);

@@ -524,6 +524,19 @@ TEST(Auto, Ll128OnlyWhereNcclEnablesItByDefault) {
   auto staged = with_cc(nvswitch_node(), "8.0");
   staged.gpudirect_rdma = false;  // across nodes through host memory
   EXPECT_FALSE(picks_ll128(staged, 2));
+  EXPECT_TRUE(picks_ll128(nvswitch_node(), 2));  // a GPU of unknown capability is not held to it
+  // An A100 node beside an H100 node: the GPUs differ, so no LL128 (2.18.5 requires them alike).
+  {
+    hw::ClusterSpec mixed = cluster(with_cc(nvswitch_node(), "9.0"), 1, hw::FabricKind::single_switch);
+    mixed.groups.push_back(hw::NodeGroup{with_cc(nvswitch_node(), "8.0"), 1, 0});
+    Fixture f(mixed);
+    CollectiveRequest req;
+    req.size = Bytes::MiB(8);
+    for (int i = 0; i < 16; ++i) req.ranks.push_back(i);
+    const auto cands = f.planner.candidates(req);
+    EXPECT_FALSE(cands.empty());
+    EXPECT_TRUE(std::none_of(cands.begin(), cands.end(), [](const auto& c) { return c.second == Protocol::ll128; }));
+  }
   Fixture f(cluster(with_cc(hw::testing::pcie_node(), "8.9"), 1, hw::FabricKind::single_switch));
   EXPECT_EQ(f.plan(CollOp::allreduce, Bytes::MiB(64), Algo::ring, Protocol::ll128).protocol, Protocol::ll128);
 }

@@ -237,9 +237,9 @@ TEST(Topology, PartialNodesUseTheFirstGpus) {
 }
 
 TEST(Topology, FewerNicsPerNodeAreSpreadOverThePcieSwitches) {
-  // 4 PCIe switches, each with 2 GPUs and 2 NICs (2s, 2s + 1). Keeping 4 NICs keeps 0, 2, 4, 6:
-  // one per switch, renumbered 0-3, so every GPU reaches a NIC under its own switch, as on servers
-  // built with 4 NICs (the first 4 would leave GPUs 4-7 none on their CPU).
+  // 4 PCIe switches, each with 2 GPUs and 2 NICs (2s, 2s + 1). Keeping 4 NICs keeps each switch's
+  // first, 0, 2, 4, 6, renumbered 0-3, so every GPU reaches a NIC under its own switch, as on
+  // servers built with 4 NICs (the first 4 would leave GPUs 4-7 none on their switch).
   auto c = cluster(nvswitch_node(), 2, FabricKind::single_switch);
   c.fabric.nics_per_node = 4;
   Topology t = build(c);
@@ -250,13 +250,31 @@ TEST(Topology, FewerNicsPerNodeAreSpreadOverThePcieSwitches) {
     EXPECT_EQ(nic, g / 2) << "GPU " << g;
     EXPECT_EQ(nt.route(nt.gpu_vertex(g), nt.nic_vertex(nic)).size(), 2u) << "GPU " << g << ": up to its switch and down";
   }
-  // One NIC keeps NIC 0; more NICs than the node has is an error naming the field.
-  c.fabric.nics_per_node = 1;
-  EXPECT_EQ(build(c).node_template(0).nearest_nic(7, 1), 0);
+  // 2 NICs: the first round's spread, NICs 0 and 4 (switches 0 and 2), so GPU 4 has one on its
+  // switch; 6: the first round whole and 1 and 5 of the second.
+  c.fabric.nics_per_node = 2;
+  Topology two = build(c);
+  const NodeTemplate& n2 = two.node_template(0);
+  EXPECT_EQ(n2.nearest_nic(4, 2), 1);
+  EXPECT_EQ(n2.route(n2.gpu_vertex(4), n2.nic_vertex(1)).size(), 2u);
+  EXPECT_GT(n2.route(n2.gpu_vertex(2), n2.nic_vertex(n2.nearest_nic(2, 2))).size(), 2u);
+  c.fabric.nics_per_node = 6;
+  Topology six = build(c);
+  const NodeTemplate& n6 = six.node_template(0);
+  EXPECT_EQ(n6.spec().pcie_groups[0].nics, (std::vector<int>{0, 1}));  // old 0 and 1
+  EXPECT_EQ(n6.spec().pcie_groups[1].nics, (std::vector<int>{2}));     // old 2
+  EXPECT_EQ(n6.spec().pcie_groups[2].nics, (std::vector<int>{3, 4}));  // old 4 and 5
+  // More NICs than the node has is an error naming the field; a broken node is reported with its
+  // own NIC numbers, before any are dropped.
   c.fabric.nics_per_node = 9;
   auto too_many = Topology::build(c);
   ASSERT_FALSE(too_many.ok());
   EXPECT_EQ(too_many.error().field, "fabric.nics_per_node");
+  c.fabric.nics_per_node = 4;
+  c.groups[0].node.pcie_groups[3].nics = {6, 9};
+  auto broken = Topology::build(c);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().message.find("NIC 9 does not exist"), std::string::npos) << broken.error().message;
 }
 
 TEST(Topology, HeterogeneousClustersJoinThroughTheFabric) {
