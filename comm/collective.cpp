@@ -185,8 +185,10 @@ CommParams Planner::channel_params(const Layout& lay) const {
   return p;
 }
 
-double Planner::per_channel_cap_GBps(const Layout& lay, Algo a, Protocol p) const {
+double Planner::tuner_cap_GBps(const Layout& lay, Algo a, Protocol p) const {
   constexpr double kNone = std::numeric_limits<double>::infinity();
+  // A ring with LL: LL's ceiling (llMaxBws; across nodes by the host CPU), on any node count.
+  if (a == Algo::ring && p == Protocol::ll) return ll_max_busbw_GBps(lay) > 0 ? ll_max_busbw_GBps(lay) : kNone;
   if (a != Algo::tree && !(a == Algo::ring && p == Protocol::ll128)) return kNone;
   // The caps multiply the graph's channels (the search's, before ncclTopoPostset runs each twice),
   // which dtsim knows across nodes (comm/channels.hpp). On one node it does not run NCCL's NVLink
@@ -603,10 +605,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   // host CPU) and of LL128 (graph channels x perChMaxRingLL128Bws): lower the protocol factor
   // until the ring's bus bandwidth on idle links stays under the cap.
   if (proto == Protocol::ll128 && n < 2 * m) factor = std::min(factor, params_.ring_ll128_one_per_node);
-  double cap = std::numeric_limits<double>::infinity();
-  if (proto == Protocol::ll && ll_max_busbw_GBps(lay) > 0) cap = ll_max_busbw_GBps(lay);
-  if (proto == Protocol::ll128) cap = per_channel_cap_GBps(lay, Algo::ring, proto);
-  if (std::isfinite(cap)) {
+  if (const double cap = tuner_cap_GBps(lay, Algo::ring, proto); std::isfinite(cap)) {
     std::map<std::uint32_t, double> load;
     for (const auto& ch : paths) {
       for (const auto& p : ch) {
@@ -770,7 +769,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // NCCL's tuner caps a tree's bus bandwidth at graph channels x a rate per channel (and LL's at
   // its ceiling); a tree's algorithm bandwidth is half its bus bandwidth there (tuning.cc ratio
   // .5). Lower the protocol factor until the tree's algorithm bandwidth on idle links stays under.
-  if (const double cap = per_channel_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) {
+  if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) {
     std::map<std::uint32_t, double> load;
     for (const auto& all : groups) {
       for (LinkId l : all) load[l.value] += share;

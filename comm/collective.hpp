@@ -112,10 +112,10 @@ class Planner {
   // or without a NIC).
   std::vector<ChannelSearch> channel_searches(const Layout& lay) const;
   // The bus bandwidth NCCL's tuner allows algorithm `a` with protocol `p` on this communicator:
-  // across nodes graph channels x its per-channel rate (comm/channels.hpp PerChannelCaps), LL128's
-  // and LL's factors applied to the tree's, and LL's ceiling; infinite where NCCL sets none, and
-  // on one node. GB/s.
-  double per_channel_cap_GBps(const Layout& lay, Algo a, Protocol p) const;
+  // a ring with LL its ceiling; across nodes, graph channels x the per-channel rate
+  // (comm/channels.hpp PerChannelCaps) for trees and LL128 rings, LL128's and LL's factors applied
+  // to the tree's, and LL's ceiling; infinite where NCCL sets none. GB/s.
+  double tuner_cap_GBps(const Layout& lay, Algo a, Protocol p) const;
   // Seconds the most loaded link needs for `load` (bytes by link) on otherwise idle links.
   double most_loaded_seconds(const std::map<std::uint32_t, double>& load) const;
 

@@ -460,7 +460,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
       return Error(fmt::format("{} NICs per node requested but node '{}' has {}", f.nics_per_node, nt.spec().name, nt.nics()),
                    "fabric.nics_per_node");
     }
-    ni.nics_used = f.nics_per_node > 0 ? f.nics_per_node : nt.nics();
+    ni.nics_used = nt.nics();  // the template keeps only the NICs the fabric uses (with_nics)
     for (int g = 0; g < nt.gpus(); ++g) {
       if (nt.nearest_nic(g, ni.nics_used) < 0) {
         return Error(fmt::format("node '{}': GPU {} has no route to any of the {} NICs it keeps", nt.spec().name, g, ni.nics_used), "node");
