@@ -193,14 +193,21 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
 Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput& in) {
   d.inputs.push_back(log.path);
   int ranks = in.ranks.value_or(log.ranks_count());
+  // The bandwidth ratio says how many GPUs took part: for a pasted table without '#  Rank' lines
+  // (the settings line's nThread x nGpus counts one process's GPUs only: MPI runs have one
+  // each), and for a quoted log whose rank lines were mostly cut.
+  std::optional<int> inferred;
+  for (const auto& t : log.tables) {
+    const auto op = in.op ? in.op : t.op;
+    if (op && !inferred) inferred = ranks_from_bandwidths(t, *op);
+  }
+  const bool ranks_cut = !in.ranks && rank_lines_cut_short(ranks, inferred);
+  if (ranks_cut) {
+    d.notes.push_back(fmt::format("{}: the '#  Rank' lines list {} ranks but busbw / algbw implies {}; taking {} (pass --ranks to override)",
+                                  log.path, ranks, *inferred, *inferred));
+    ranks = *inferred;
+  }
   if (ranks == 0) {
-    // No '#  Rank' lines (a pasted table): the bandwidth ratio says how many GPUs took part; the
-    // settings line's nThread x nGpus counts one process's GPUs only (MPI runs have one each).
-    std::optional<int> inferred;
-    for (const auto& t : log.tables) {
-      const auto op = in.op ? in.op : t.op;
-      if (op && !inferred) inferred = ranks_from_bandwidths(t, *op);
-    }
     if (inferred) {
       ranks = *inferred;
       d.notes.push_back(fmt::format("{}: no '#  Rank' lines; {} ranks inferred from busbw / algbw (pass --ranks to override)", log.path, ranks));
@@ -213,8 +220,8 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
     }
   }
   const int nodes = in.nodes.value_or(log.nodes_count());
-  if (log.ranks.empty() && !in.nodes && ranks > 1) {
-    d.notes.push_back(fmt::format("{}: without '#  Rank' lines the node count is unknown and taken as {}; pass --nodes if the {} ranks "
+  if ((log.ranks.empty() || ranks_cut) && !in.nodes && ranks > 1) {
+    d.notes.push_back(fmt::format("{}: without a '#  Rank' line for every rank the node count is unknown and taken as {}; pass --nodes if the {} ranks "
                                   "spanned several nodes",
                                   log.path, nodes, ranks));
   }

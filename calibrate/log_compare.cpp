@@ -32,36 +32,35 @@ double max_abs_error(const std::vector<LogComparePoint>& points, std::int64_t mi
   return e.empty() ? 0 : *std::max_element(e.begin(), e.end());
 }
 
-Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommParams& params, const NcclTestsLog& log,
-                                    const LogCompareOptions& opt) {
-  const NcclTestsTable* table = nullptr;
+Expected<LogShape> log_shape(const NcclTestsLog& log, const LogCompareOptions& opt) {
+  LogShape out;
   for (const auto& t : log.tables) {
     if (!opt.op || t.op == opt.op) {
-      table = &t;
+      out.table = &t;
       break;
     }
   }
-  if (!table) {
+  if (!out.table) {
     return Error(fmt::format("{}: no {} table in the log", log.path, opt.op ? to_string(*opt.op) : "collective"), "compare");
   }
-  if (!table->op) {
+  if (!out.table->op) {
     return Error(fmt::format("{}:{}: the log does not say which collective it measured (name the file after the nccl-tests binary, "
                              "e.g. all_reduce_perf.log)",
-                             log.path, table->first_line),
+                             log.path, out.table->first_line),
                  "compare");
   }
-  LogComparison out;
-  out.log = log.path;
-  out.op = *table->op;
+  out.op = *out.table->op;
+  const auto inferred = ranks_from_bandwidths(*out.table, out.op);
+  const bool ranks_cut = rank_lines_cut_short(log.ranks_count(), inferred);
   if (opt.gpus) {
     out.gpus = *opt.gpus;
     out.gpus_from = "--gpus";
-  } else if (log.ranks_count() > 0) {
+  } else if (log.ranks_count() > 0 && !ranks_cut) {
     out.gpus = log.ranks_count();
     out.gpus_from = "rank lines";
-  } else if (const auto inferred = ranks_from_bandwidths(*table, out.op)) {
+  } else if (inferred) {
     out.gpus = *inferred;
-    out.gpus_from = "busbw / algbw";
+    out.gpus_from = ranks_cut ? fmt::format("busbw / algbw; the rank lines list only {}", log.ranks_count()) : "busbw / algbw";
   } else {
     out.gpus = std::max(0, log.nthread) * std::max(0, log.ngpus);
     out.gpus_from = "nThread x nGpus";
@@ -81,12 +80,26 @@ Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommPa
                              log.path, out.gpus_from == "--gpus" ? "the" : "the log's", out.gpus_from, to_string(out.op)),
                  "gpus");
   }
+  out.nodes = log.ranks.empty() || ranks_cut ? 0 : log.nodes_count();
+  return out;
+}
+
+Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommParams& params, const NcclTestsLog& log,
+                                    const LogCompareOptions& opt) {
+  auto shape = log_shape(log, opt);
+  if (!shape) return shape.error();
+  const NcclTestsTable* table = shape->table;
+  LogComparison out;
+  out.log = log.path;
+  out.op = shape->op;
+  out.gpus = shape->gpus;
+  out.gpus_from = shape->gpus_from;
+  out.nodes = shape->nodes;
   if (out.gpus > topo.gpus()) {
     return Error(fmt::format("{}: the log ran on {} GPUs but the cluster has {} (give a larger cluster, or --gpus)", log.path, out.gpus,
                              topo.gpus()),
                  "gpus");
   }
-  out.nodes = log.ranks.empty() ? 0 : log.nodes_count();
   out.gpus_per_thread = opt.gpus_per_thread.value_or(log.ngpus > 0 ? log.ngpus : 1);
   if (out.gpus_per_thread < 1) return Error("--gpus-per-thread must be at least 1", "gpus-per-thread");
 

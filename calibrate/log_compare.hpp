@@ -31,7 +31,7 @@ struct LogComparison {
   CollOp op = CollOp::allreduce;
   int gpus = 0;
   std::string gpus_from;    // where the GPU count came from: "rank lines", "busbw / algbw", "nThread x nGpus", "--gpus"
-  int nodes = 0;            // hosts named in the log (0 when it names none)
+  int nodes = 0;            // hosts named in the log (0 when it names none, or only some ranks)
   int gpus_per_thread = 1;  // nccl-tests -g: GPUs one host thread drives
   bool in_place = true;     // which of the log's two columns was compared
   std::vector<LogComparePoint> points;
@@ -46,11 +46,26 @@ struct LogCompareOptions {
   std::string sharing = "max-min";
 };
 
+// The table a comparison reads, and the GPUs and hosts it ran on.
+struct LogShape {
+  const NcclTestsTable* table = nullptr;  // points into the log
+  CollOp op = CollOp::allreduce;
+  int gpus = 0;
+  std::string gpus_from;  // as LogComparison::gpus_from
+  int nodes = 0;          // hosts the '#  Rank' lines name; 0 when they name none or list only some ranks
+};
+
 // The GPU count: --gpus, else the log's '#  Rank' lines, else the ratio of its bus to algorithm
-// bandwidth (an MPI run's settings line counts one process's GPUs), else nThread x nGpus.
-// Errors: no GPU count can be told, a one-GPU collective whose bus bandwidth is zero by
-// definition (all-reduce, all-gather, reduce-scatter, all-to-all), the log's GPU count does not fit the cluster, the log holds no table of the requested
-// collective, the planner refuses (an algorithm that cannot run it), or no row has a time.
+// bandwidth (an MPI run's settings line counts one process's GPUs), else nThread x nGpus. Rank
+// lines that list clearly fewer ranks than the ratio implies (a log quoted with "..." in place
+// of most of them) give way to the ratio, which nccl-tests computed from the real count.
+// Errors: no table of the requested collective, no collective named, no GPU count told, or a
+// one-GPU collective whose bus bandwidth is zero by definition.
+Expected<LogShape> log_shape(const NcclTestsLog& log, const LogCompareOptions& opt);
+
+// The log's table compared on the cluster: log_shape, then the same collective at each of its
+// sizes. Errors: those of log_shape, the log's GPU count does not fit the cluster, the planner
+// refuses (an algorithm that cannot run it), or no row has a time.
 Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommParams& params, const NcclTestsLog& log,
                                     const LogCompareOptions& opt);
 

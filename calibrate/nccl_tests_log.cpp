@@ -137,6 +137,10 @@ std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op) {
   return static_cast<int>(whole);
 }
 
+bool rank_lines_cut_short(int listed, std::optional<int> from_bandwidths) {
+  return listed > 0 && from_bandwidths && listed * 10 < *from_bandwidths * 9;
+}
+
 int NcclTestsLog::nodes_count() const {
   std::set<std::string> hosts;
   for (const auto& r : ranks) hosts.insert(r.host);

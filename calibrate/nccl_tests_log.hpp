@@ -75,6 +75,11 @@ std::optional<CollOp> op_from_name(const std::string& name);
 // on n (broadcast, reduce, send/receive) and when n is not within 2% of a whole number.
 std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op);
 
+// Whether a log's '#  Rank' lines (`listed`) are clearly fewer than the ranks its bandwidths imply:
+// a log quoted with "..." in place of most of them. Under 90%: the ratio's own rounding moves it
+// by a few ranks at most (about 2 of 128).
+bool rank_lines_cut_short(int listed, std::optional<int> from_bandwidths);
+
 // Parses a log's text; `name` is used in errors ("name:line: ...") and to guess the collective.
 // Errors: a data row that cannot be read, or no data rows at all.
 Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::string& name);

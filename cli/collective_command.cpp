@@ -75,22 +75,43 @@ int list_params() {
   return kExitOk;
 }
 
-// --compare LOG: the log's collective, GPU count and sizes, simulated beside its measurements.
-int run_compare(const Options& o, const hw::Topology& topo, const comm::CommParams& params, std::optional<CollOp> op,
-                std::optional<comm::Algo> algo, std::optional<comm::Protocol> proto) {
-  auto log = calibrate::read_nccl_tests(o.compare);
-  if (!log) {
-    print_error("--compare: " + log.error().message);
-    return kExitBadInput;
-  }
+calibrate::LogCompareOptions compare_options(const Options& o, const calibrate::NcclTestsLog& log, std::optional<CollOp> op,
+                                             std::optional<comm::Algo> algo, std::optional<comm::Protocol> proto) {
   calibrate::LogCompareOptions opt;
   opt.algo = algo;
   opt.protocol = proto;
   opt.gpus = o.gpus;
   opt.gpus_per_thread = o.gpus_per_thread;
   opt.sharing = o.sharing;
-  if (log->tables.size() > 1) opt.op = op;  // --op picks the table of a log holding several
-  auto cmp = calibrate::compare_log(topo, params, *log, opt);
+  if (log.tables.size() > 1) opt.op = op;  // --op picks the table of a log holding several
+  return opt;
+}
+
+// A node preset without --nodes or --gpus-per-node, and a log whose rank lines name several hosts
+// with as many ranks each (at most the node's GPUs): as many such nodes, with that many GPUs each.
+// Else, a log on more GPUs than the node has: as many nodes as its GPUs fill. Says what it chose.
+void size_to_log(const calibrate::LogShape& shape, hw::ClusterSpec& spec) {
+  if (spec.groups.size() != 1 || spec.groups.front().count != 1) return;
+  hw::NodeGroup& g = spec.groups.front();
+  const int per_node = g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus;
+  if (per_node < 1) return;
+  const bool by_hosts = shape.nodes > 1 && shape.gpus % shape.nodes == 0 && shape.gpus / shape.nodes <= per_node;
+  if (!by_hosts && shape.gpus <= per_node) return;
+  if (by_hosts) {
+    g.count = shape.nodes;
+    if (shape.gpus / shape.nodes < per_node) g.gpus_per_node = shape.gpus / shape.nodes;
+  } else {
+    g.count = (shape.gpus + per_node - 1) / per_node;
+  }
+  const std::string why = by_hosts ? fmt::format("its {} hosts", shape.nodes) : fmt::format("{} GPUs a node", per_node);
+  fmt::print("# {} nodes of {} for the log's {} GPUs ({}; --nodes and --gpus-per-node choose otherwise)\n", g.count, g.node.name,
+             shape.gpus, why);
+}
+
+// --compare LOG: the log's collective, GPU count and sizes, simulated beside its measurements.
+int run_compare(const Options& o, const calibrate::NcclTestsLog& log, const hw::Topology& topo, const comm::CommParams& params,
+                const calibrate::LogCompareOptions& opt) {
+  auto cmp = calibrate::compare_log(topo, params, log, opt);
   if (!cmp) {
     print_error("--" + cmp.error().field + ": " + cmp.error().message);
     return kExitBadInput;
@@ -174,6 +195,24 @@ int run(const Options& o) {
     }
     params = calibrated;
   }
+  // --compare reads its log before the cluster is built: a node preset is sized to the log.
+  std::optional<calibrate::NcclTestsLog> log;
+  calibrate::LogCompareOptions compare_opt;
+  if (!o.compare.empty()) {
+    auto read = calibrate::read_nccl_tests(o.compare);
+    if (!read) {
+      print_error("--compare: " + read.error().message);
+      return kExitBadInput;
+    }
+    log = std::move(*read);
+    compare_opt = compare_options(o, *log, op, algo, proto);
+    auto shape = calibrate::log_shape(*log, compare_opt);
+    if (!shape) {
+      print_error("--" + shape.error().field + ": " + shape.error().message);
+      return kExitBadInput;
+    }
+    if (!o.nodes && !o.gpus_per_node && errors.empty()) size_to_log(*shape, *spec);
+  }
   auto topo = hw::Topology::build(*spec);
   if (!topo) {
     ctx.report(topo.error());
@@ -182,7 +221,7 @@ int run(const Options& o) {
   }
   if (!errors.empty()) return kExitBadInput;
 
-  if (!o.compare.empty()) return run_compare(o, *topo, params, op, algo, proto);
+  if (log) return run_compare(o, *log, *topo, params, compare_opt);
   if (!o.report.empty()) {
     print_error("--report draws a comparison: it needs --compare LOG");
     return kExitBadInput;

@@ -304,6 +304,45 @@ TEST(CliCompare, TellsAnMpiRunsGpuCountFromItsBandwidths) {
   EXPECT_NE(r.out.find("on 16 GPUs (from --gpus; hosts not named)"), std::string::npos) << r.out;
 }
 
+// A node preset and a log that ran on more GPUs than one node: dtsim builds as many nodes as
+// the log's hosts, each with the GPUs the log ran there. 2 hosts of 4 ranks; busbw / algbw =
+// 2 x 7 / 8 = 1.75 (1 MiB in 100 us: algbw 10.49, busbw 18.35).
+TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
+  std::string text = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20\n#\n";
+  for (int r = 0; r < 8; ++r) {
+    text += "#  Rank  " + std::to_string(r) + " Group  0 Pid " + std::to_string(100 + r) + " on " + (r < 4 ? "hostA" : "hostB") +
+            " device " + std::to_string(r % 4) + " [0x18] NVIDIA H100 80GB HBM3\n";
+  }
+  text +=
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+      "     1048576        262144     float     sum      -1    100.0   10.49   18.35      0    100.0   10.49   18.35      0\n"
+      "     2097152        524288     float     sum      -1    150.0   13.98   24.47      0    150.0   13.98   24.47      0\n";
+  const std::string log = temp("all_reduce_perf-2x4.log");
+  write(log, text);
+  Result r = run("collective --cluster dgx-h100 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# 2 nodes of dgx-h100 for the log's 8 GPUs (its 2 hosts;"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 8 GPUs (from rank lines; 2 nodes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dtsim on 2 x dgx-h100 (4 of 8 GPUs each) = 8 GPUs"), std::string::npos) << r.out;
+  // --nodes is the user's choice: kept, and a cluster too small for the log is refused as before.
+  r = run("collective --cluster dgx-h100 --nodes 1 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("nodes of dgx-h100 for the log"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dtsim on 1 x dgx-h100 = 8 GPUs"), std::string::npos) << r.out;
+}
+
+// A log quoted with most of its rank lines cut ("..."): CoreWeave's README lists 5 of the 32
+// ranks, and busbw / algbw = 148.35 / 76.57 = 1.9374 = 2(n - 1) / n for n = 32. The ratio wins,
+// the hosts are not counted from the few lines left, and the preset is sized to 4 nodes of 8.
+TEST(CliCompare, RankLinesCutShortGiveWayToTheBandwidths) {
+  const std::string log = std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-tests/all_reduce_perf-4x-a100-ib-sharp.log";
+  const Result r = run("collective --cluster dgx-a100-80g --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 32 GPUs (from busbw / algbw; the rank lines list only 5; hosts not named)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("# 4 nodes of dgx-a100-80g for the log's 32 GPUs (8 GPUs a node;"), std::string::npos) << r.out;
+}
+
 }  // namespace compare
 
 // Issue 18 item 2: a NIC latency must reach step times. Two DGX H100 with FSDP gather and
