@@ -101,6 +101,7 @@ Planner::Layout Planner::layout(const std::vector<int>& ranks) const {
     lay.max_per_node = std::max(lay.max_per_node, static_cast<int>(p.locals.size()));
     lay.min_per_node = std::min(lay.min_per_node, static_cast<int>(p.locals.size()));
   }
+  lay.searches = channel_searches(lay);
   return lay;
 }
 
@@ -180,8 +181,7 @@ std::vector<ChannelSearch> Planner::channel_searches(const Layout& lay) const {
 
 CommParams Planner::channel_params(const Layout& lay) const {
   CommParams p = params_;
-  const std::vector<ChannelSearch> nodes = channel_searches(lay);
-  if (!nodes.empty()) p.max_channels = nccl_multinode_channels(nodes);
+  if (!lay.searches.empty()) p.max_channels = nccl_multinode_channels(lay.searches);
   return p;
 }
 
@@ -194,7 +194,7 @@ double Planner::tuner_cap_GBps(const Layout& lay, Algo a, Protocol p) const {
   // which dtsim knows across nodes (comm/channels.hpp). On one node it does not run NCCL's NVLink
   // search: no cap there (nor LL's ceiling on a tree, which `dtsim fit`'s one-node tree LL lines
   // are not held to either).
-  const std::vector<ChannelSearch> nodes = channel_searches(lay);
+  const std::vector<ChannelSearch>& nodes = lay.searches;
   if (nodes.empty()) return kNone;
   // NCCL indexes the tables by the lowest compute capability (a GPU of unknown capability
   // aside); Blackwell, which 2.18.5 predates, takes none of them (later NCCL versions' tables
@@ -382,7 +382,7 @@ void Planner::append_to_nic(int rank, int nic, hw::Path& out) {
   // The GPU the NIC belongs to (the first one that prefers it).
   int own = -1;
   for (int x = 0; x < t.gpus() && own < 0; ++x) {
-    if (t.nearest_nic(x, topo_.fabric_nics(node)) == nic) own = x;
+    if (t.nearest_nic(x) == nic) own = x;
   }
   if (own >= 0 && own != g) {
     const auto& hop = t.route(g, own);
@@ -506,10 +506,9 @@ std::vector<Planner::OwnNic> Planner::own_nics(const NodePart& part) const {
   // fourth GPU of a node (tensor parallelism 4) leave it through different NICs, not both
   // through the node's first ones.
   const hw::NodeTemplate& t = topo_.node_template(part.node);
-  const int nics = std::max(1, topo_.fabric_nics(part.node));
   std::vector<OwnNic> own;
   for (int x : part.locals) {
-    const int k = t.nearest_nic(x, nics);
+    const int k = t.nearest_nic(x);
     const bool seen = std::any_of(own.begin(), own.end(), [k](const OwnNic& o) { return o.nic == k; });
     if (k >= 0 && !seen) own.push_back(OwnNic{k, x});
   }
@@ -540,7 +539,6 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
     for (std::size_t k = 0; k < lay.nodes.size(); ++k) {
       const auto& part = lay.nodes[k];
       const hw::NodeTemplate& t = topo_.node_template(part.node);
-      const int nics = std::max(1, topo_.fabric_nics(part.node));
       const auto orders = intra_orders(part);
       std::vector<int> o = orders[static_cast<std::size_t>(c) % orders.size()];
       const auto& own = node_nics[k];
@@ -548,7 +546,7 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
       // Start the node's segment at a GPU whose own NIC is this channel's.
       int first = -1;
       for (int x : o) {
-        if (nch > 1 && t.nearest_nic(x, nics) == nic) {
+        if (nch > 1 && t.nearest_nic(x) == nic) {
           first = x;
           break;
         }
@@ -556,7 +554,7 @@ std::vector<Planner::RingChannel> Planner::ring_channels(const Layout& lay) {
       if (first < 0) first = o[static_cast<std::size_t>(c) % o.size()];
       std::rotate(o.begin(), std::find(o.begin(), o.end(), first), o.end());
       for (int l : o) ch.order.push_back(topo_.first_rank(part.node) + l);
-      ch.nic.push_back(nch > 1 ? nic : std::max(0, t.nearest_nic(first, nics)));
+      ch.nic.push_back(nch > 1 ? nic : std::max(0, t.nearest_nic(first)));
     }
     channels.push_back(std::move(ch));
   }

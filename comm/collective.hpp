@@ -91,6 +91,9 @@ class Planner {
     std::vector<NodePart> nodes;
     int max_per_node = 0;
     int min_per_node = 0;
+    // What NCCL's topology search sees on each node of a multi-node communicator (empty on one
+    // node or without a NIC): channel_searches, once per layout.
+    std::vector<ChannelSearch> searches;
   };
   Layout layout(const std::vector<int>& ranks) const;
   Expected<Plan> plan_fixed(const CollectiveRequest& req, const Layout& lay, Algo algo, Protocol proto);
@@ -109,7 +112,7 @@ class Planner {
   // GPUs reach without host memory). A request that names LL128 runs it anyway (NCCL_PROTO).
   bool ll128_by_default(const Layout& lay) const;
   // What NCCL's topology search sees on each node of a multi-node communicator (empty on one node
-  // or without a NIC).
+  // or without a NIC). Layout::searches holds it.
   std::vector<ChannelSearch> channel_searches(const Layout& lay) const;
   // The bus bandwidth NCCL's tuner allows algorithm `a` with protocol `p` on this communicator:
   // a ring with LL its ceiling; across nodes, graph channels x the per-channel rate

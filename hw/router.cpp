@@ -127,8 +127,8 @@ Path Router::route(int src_rank, int dst_rank, std::uint64_t label) {
     append_local(sn, topo_.local_of(src_rank), topo_.local_of(dst_rank), p);
     return p;
   }
-  const int snic = topo_.node_template(sn).nearest_nic(topo_.local_of(src_rank), topo_.fabric_nics(sn));
-  const int dnic = topo_.node_template(dn).nearest_nic(topo_.local_of(dst_rank), topo_.fabric_nics(dn));
+  const int snic = topo_.node_template(sn).nearest_nic(topo_.local_of(src_rank));
+  const int dnic = topo_.node_template(dn).nearest_nic(topo_.local_of(dst_rank));
   return route_via(src_rank, snic, dnic, dst_rank, label);
 }
 

@@ -241,7 +241,8 @@ std::int64_t NodeTemplate::route_cost(int from, int to) const {
   return costs_[static_cast<std::size_t>(from) * vertices_.size() + static_cast<std::size_t>(to)];
 }
 
-int NodeTemplate::nearest_nic(int gpu, int nics_used) const {
+int NodeTemplate::nearest_nic(int gpu) const {
+  const int nics_used = nics();
   int best = -1;
   std::int64_t best_cost = kUnreachableCost;
   double best_skew = 0;
@@ -462,7 +463,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     }
     ni.nics_used = nt.nics();  // the template keeps only the NICs the fabric uses (with_nics)
     for (int g = 0; g < nt.gpus(); ++g) {
-      if (nt.nearest_nic(g, ni.nics_used) < 0) {
+      if (nt.nearest_nic(g) < 0) {
         return Error(fmt::format("node '{}': GPU {} has no route to any of the {} NICs it keeps", nt.spec().name, g, ni.nics_used), "node");
       }
     }

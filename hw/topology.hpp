@@ -70,11 +70,11 @@ class NodeTemplate {
   // Local links (indices into links()) from one local vertex to another. Empty when from == to.
   const std::vector<std::uint32_t>& route(int from, int to) const;
   bool reachable(int from, int to) const { return from == to || !route(from, to).empty(); }
-  // The NIC a GPU uses by default among the node's first `nics_used` NICs (all of those the
-  // fabric uses: a node with fewer keeps only those, hw/topology.cpp with_nics): the cheapest
-  // route, ties broken towards the proportional position (GPU g of G with N NICs prefers NIC
-  // g*N/G).
-  int nearest_nic(int gpu, int nics_used) const;
+  // The NIC a GPU uses by default among the node's NICs (those the fabric uses: a node with
+  // fewer keeps only those, hw/topology.cpp with_nics): the cheapest route, ties broken towards
+  // the proportional position (GPU g of G with N NICs prefers NIC g*N/G). -1 when none is
+  // reachable.
+  int nearest_nic(int gpu) const;
   std::int64_t route_cost(int from, int to) const;
 
  private:

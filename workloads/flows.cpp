@@ -239,7 +239,7 @@ hw::Path CommFlows::host_path(int rank, int node, int cpu, bool to_host, std::ui
     to_host ? router_.append_local(node, gv, cv, p) : router_.append_local(node, cv, gv, p);
     return p;
   }
-  const int gnic = gt.nic_vertex(gt.nearest_nic(topo_.local_of(rank), topo_.fabric_nics(gnode)));
+  const int gnic = gt.nic_vertex(gt.nearest_nic(topo_.local_of(rank)));
   int hnic = ht.nic_vertex(0);
   for (int k = 1; k < topo_.fabric_nics(node); ++k) {
     if (ht.route_cost(ht.nic_vertex(k), cv) < ht.route_cost(hnic, cv)) hnic = ht.nic_vertex(k);

@@ -246,7 +246,7 @@ TEST(Topology, FewerNicsPerNodeAreSpreadOverThePcieSwitches) {
   EXPECT_EQ(t.fabric_nics(0), 4);
   const NodeTemplate& nt = t.node_template(0);
   for (int g = 0; g < 8; ++g) {
-    const int nic = nt.nearest_nic(g, 4);
+    const int nic = nt.nearest_nic(g);
     EXPECT_EQ(nic, g / 2) << "GPU " << g;
     EXPECT_EQ(nt.route(nt.gpu_vertex(g), nt.nic_vertex(nic)).size(), 2u) << "GPU " << g << ": up to its switch and down";
   }
@@ -255,9 +255,9 @@ TEST(Topology, FewerNicsPerNodeAreSpreadOverThePcieSwitches) {
   c.fabric.nics_per_node = 2;
   Topology two = build(c);
   const NodeTemplate& n2 = two.node_template(0);
-  EXPECT_EQ(n2.nearest_nic(4, 2), 1);
+  EXPECT_EQ(n2.nearest_nic(4), 1);
   EXPECT_EQ(n2.route(n2.gpu_vertex(4), n2.nic_vertex(1)).size(), 2u);
-  EXPECT_GT(n2.route(n2.gpu_vertex(2), n2.nic_vertex(n2.nearest_nic(2, 2))).size(), 2u);
+  EXPECT_GT(n2.route(n2.gpu_vertex(2), n2.nic_vertex(n2.nearest_nic(2))).size(), 2u);
   c.fabric.nics_per_node = 6;
   Topology six = build(c);
   const NodeTemplate& n6 = six.node_template(0);
