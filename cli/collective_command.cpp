@@ -87,16 +87,21 @@ calibrate::LogCompareOptions compare_options(const Options& o, const calibrate::
   return opt;
 }
 
-// A node preset without --nodes or --gpus-per-node, and a log whose rank lines name several hosts
-// with as many ranks each (at most the node's GPUs): as many such nodes, with that many GPUs each.
-// Else, a log on more GPUs than the node has: as many nodes as its GPUs fill. Says what it chose.
-void size_to_log(const calibrate::LogShape& shape, hw::ClusterSpec& spec) {
-  if (spec.groups.size() != 1 || spec.groups.front().count != 1) return;
+// A one-node cluster (a node preset) without --nodes or --gpus-per-node, and a log whose rank lines
+// name several hosts with as many ranks each (at most the node's GPUs): as many such nodes, with
+// that many GPUs each. Else, a log on more GPUs than the node has: as many nodes as its GPUs
+// fill. Says what it chose. Errors: a log on more GPUs than any cluster dtsim builds.
+Status size_to_log(const calibrate::LogShape& shape, hw::ClusterSpec& spec) {
+  if (spec.groups.size() != 1 || spec.groups.front().count != 1) return {};
   hw::NodeGroup& g = spec.groups.front();
   const int per_node = g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus;
-  if (per_node < 1) return;
+  if (per_node < 1) return {};
   const bool by_hosts = shape.nodes > 1 && shape.gpus % shape.nodes == 0 && shape.gpus / shape.nodes <= per_node;
-  if (!by_hosts && shape.gpus <= per_node) return;
+  if (!by_hosts && shape.gpus <= per_node) return {};
+  if (shape.gpus > config::kMaxClusterGpus) {
+    return Error(fmt::format("the log ran on {} GPUs, beyond the {} GPUs a cluster may have", shape.gpus, config::kMaxClusterGpus),
+                 "compare");
+  }
   if (by_hosts) {
     g.count = shape.nodes;
     if (shape.gpus / shape.nodes < per_node) g.gpus_per_node = shape.gpus / shape.nodes;
@@ -106,6 +111,7 @@ void size_to_log(const calibrate::LogShape& shape, hw::ClusterSpec& spec) {
   const std::string why = by_hosts ? fmt::format("its {} hosts", shape.nodes) : fmt::format("{} GPUs a node", per_node);
   fmt::print("# {} nodes of {} for the log's {} GPUs ({}; --nodes and --gpus-per-node choose otherwise)\n", g.count, g.node.name,
              shape.gpus, why);
+  return {};
 }
 
 // --compare LOG: the log's collective, GPU count and sizes, simulated beside its measurements.
@@ -211,7 +217,12 @@ int run(const Options& o) {
       print_error("--" + shape.error().field + ": " + shape.error().message);
       return kExitBadInput;
     }
-    if (!o.nodes && !o.gpus_per_node && errors.empty()) size_to_log(*shape, *spec);
+    if (!o.nodes && !o.gpus_per_node && errors.empty()) {
+      if (auto st = size_to_log(*shape, *spec); !st) {
+        print_error("--" + st.error().field + ": " + o.compare + ": " + st.error().message);
+        return kExitBadInput;
+      }
+    }
   }
   auto topo = hw::Topology::build(*spec);
   if (!topo) {

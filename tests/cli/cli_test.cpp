@@ -329,6 +329,16 @@ TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("nodes of dgx-h100 for the log"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dtsim on 1 x dgx-h100 = 8 GPUs"), std::string::npos) << r.out;
+  // Bandwidths that imply more GPUs than any cluster dtsim builds (busbw / algbw = 2(n-1)/n for
+  // n = 2,000,000: 1999999.00 / 1000000.00) are refused, not built.
+  const std::string huge = temp("all_reduce_perf-huge.log");
+  write(huge,
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+        "     1048576        262144     float     sum      -1    100.0 1000000.00 1999999.00  0    100.0 1000000.00 1999999.00  0\n");
+  r = run("collective --cluster dgx-h100 --compare " + huge);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the log ran on 2000000 GPUs, beyond the 1048576 GPUs a cluster may have"), std::string::npos) << r.out;
 }
 
 // A log quoted with most of its rank lines cut ("..."): CoreWeave's README lists 5 of the 32
