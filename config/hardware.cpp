@@ -254,7 +254,7 @@ std::optional<hw::FabricSpec> HardwareLoader::fabric(MapReader& r, hw::FabricSpe
   if (auto t = r.time("switch_latency")) f.switch_latency = *t;
   if (auto rt = r.string("routing")) {
     if (auto routing = hw::parse_fabric_routing(*rt)) f.routing = *routing;
-    else r.error("routing", fmt::format("unknown routing '{}' (use adaptive or static)", *rt));
+    else r.error("routing", fmt::format("unknown routing '{}' (use adaptive, static or ecmp)", *rt));
   }
   YAML::Node sw = r.node("switches");
   if (sw.IsDefined() && !sw.IsNull()) {

@@ -48,7 +48,9 @@ const std::vector<std::int64_t>& Router::distances_to(int anchor) {
   return dist_.emplace(anchor, std::move(dist)).first->second;
 }
 
-void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t /*label*/, Path& out) {
+void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t label, Path& out) {
+  const bool ecmp = topo_.routing() == FabricRouting::ecmp;
+  const std::uint64_t flow = mix(label ^ (static_cast<std::uint64_t>(src_nic) << 24) ^ (static_cast<std::uint64_t>(dst_nic) << 44));
   const LinkGraph& g = topo_.fabric_graph();
   const int src = topo_.fabric_vertex(src_nic), dst = topo_.fabric_vertex(dst_nic);
   DTSIM_ASSERT(src >= 0 && dst >= 0, "fabric route between vertices that are not fabric NICs");
@@ -100,8 +102,16 @@ void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::ui
     // tree position in the mixed radix of the choices so far. Flows to distinct NICs of a leaf
     // thus leave over distinct uplinks, so a ring's flows never pile onto one, as hashing each
     // flow (a balls-into-bins draw) would let them.
-    const std::size_t pick = best.size() > 1 ? static_cast<std::size_t>((position / divisor) % static_cast<std::int64_t>(best.size())) : 0;
-    if (best.size() > 1) divisor *= static_cast<std::int64_t>(best.size());
+    // ECMP instead hashes the flow (its endpoints and label, as a switch hashes the five-tuple of
+    // a RoCE connection: addresses and the UDP source port its queue pair sets) with the switch
+    // (each switch seeds its hash), so connections may share an uplink while another idles.
+    std::size_t pick = 0;
+    if (best.size() > 1 && ecmp) {
+      pick = static_cast<std::size_t>(mix(flow ^ (static_cast<std::uint64_t>(cur) * 0xd6e8feb86659fd93ULL)) % best.size());
+    } else if (best.size() > 1) {
+      pick = static_cast<std::size_t>((position / divisor) % static_cast<std::int64_t>(best.size()));
+      divisor *= static_cast<std::int64_t>(best.size());
+    }
     const auto e = best[pick];
     out.push_back(LinkId{g[e].link});
     cur = boost::target(e, g);

@@ -101,12 +101,13 @@ std::string_view to_string(FabricRouting r) {
   switch (r) {
     case FabricRouting::static_paths: return "static";
     case FabricRouting::adaptive: return "adaptive";
+    case FabricRouting::ecmp: return "ecmp";
   }
   return "?";
 }
 
 std::optional<FabricRouting> parse_fabric_routing(std::string_view s) {
-  for (FabricRouting r : {FabricRouting::static_paths, FabricRouting::adaptive}) {
+  for (FabricRouting r : {FabricRouting::static_paths, FabricRouting::adaptive, FabricRouting::ecmp}) {
     if (to_string(r) == s) return r;
   }
   return std::nullopt;

@@ -80,8 +80,9 @@ std::string_view to_string(FabricKind k);
 std::optional<FabricKind> parse_fabric_kind(std::string_view s);
 
 // How switches choose among equal-cost paths: by destination, one path per destination (D-mod-k,
-// static), or per packet over all of them (adaptive; modelled as an even split of every flow).
-enum class FabricRouting { static_paths, adaptive };
+// static), per packet over all of them (adaptive; modelled as an even split of every flow), or by
+// a hash of each flow (ecmp: Ethernet switches' five-tuple hashing, one path per connection).
+enum class FabricRouting { static_paths, adaptive, ecmp };
 std::string_view to_string(FabricRouting r);
 std::optional<FabricRouting> parse_fabric_routing(std::string_view s);
 

@@ -482,7 +482,11 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
   // With adaptive routing every flow spreads evenly over the equal-cost paths, so each tier's
   // switches act as one: a tier is built as one pooled switch, joined to each leaf (and each pod)
   // by a trunk as wide as the links it stands for. Link for link the load is the even split's.
-  const bool adaptive = f.routing ? *f.routing == FabricRouting::adaptive : nic_type->adaptive_routing;
+  // Unset: adaptive where the NIC type routes adaptively (InfiniBand), else by destination (a
+  // tuned Ethernet fabric's path pinning; `ecmp` models one left to hash each flow).
+  const FabricRouting routing = f.routing ? *f.routing : nic_type->adaptive_routing ? FabricRouting::adaptive : FabricRouting::static_paths;
+  const bool adaptive = routing == FabricRouting::adaptive;
+  t.routing_ = routing;
   bool spines = false;  // a tier above the leaves, where routing has a choice
   auto upper_tiers = [&](const std::vector<std::uint32_t>& leaves, int up, bool force_three) -> Expected<std::string> {
     const int nleaves = static_cast<int>(leaves.size());
@@ -696,7 +700,11 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
                    "fabric");
     }
   }
-  if (spines) detail += adaptive ? ", adaptive routing" : ", static routing (D-mod-k)";
+  if (spines || (f.kind == FabricKind::custom && routing == FabricRouting::ecmp)) {
+    detail += routing == FabricRouting::adaptive ? ", adaptive routing"
+              : routing == FabricRouting::ecmp   ? ", ECMP (a hashed path per connection)"
+                                                 : ", static routing (D-mod-k)";
+  }
   t.fabric_summary_ = fmt::format("{} fabric, {} x {} per node: {}", to_string(f.kind), t.nodes_[0].nics_used, nic_type->name, detail);
   return t;
 }

@@ -125,6 +125,8 @@ class Topology {
   // Position of a fabric NIC in the tree, for destination-based routing (D-mod-k): its leaf
   // switch's number times the most NICs any leaf holds, plus its port among that leaf's NICs.
   int tree_position(int fabric_nic) const { return tree_position_[static_cast<std::size_t>(fabric_nic)]; }
+  // How the fabric's switches choose among equal-cost paths (Router::append_fabric).
+  FabricRouting routing() const { return routing_; }
 
   // Adds every link to `net`, in id order, so that LinkId values match this topology's.
   void install(FlowNetwork& net) const;
@@ -155,6 +157,7 @@ class Topology {
   std::vector<std::uint32_t> fabric_global_;
   std::unordered_map<std::uint32_t, int> fabric_index_;
   std::vector<int> tree_position_;  // by fabric vertex (NICs only; -1 for switches)
+  FabricRouting routing_ = FabricRouting::static_paths;
 };
 
 // Routes between GPUs and NICs. Holds caches; one per simulation (not thread-safe).
@@ -164,8 +167,9 @@ class Router {
 
   // GPU to GPU. Across nodes, each side uses its nearest NIC. Among equal-cost fabric paths the
   // route is chosen by destination (D-mod-k, as InfiniBand subnet managers' fat-tree routing does),
-  // so that the flows of a shift permutation (a ring) leave a leaf over distinct uplinks. `label`
-  // names the flow for callers and is not used by the fabric's route choice.
+  // so that the flows of a shift permutation (a ring) leave a leaf over distinct uplinks; under
+  // ECMP routing by a hash of the flow: its endpoints and `label` (which names the connection, as
+  // a queue pair's UDP source port does) with each switch's seed.
   Path route(int src_rank, int dst_rank, std::uint64_t label = 0);
   // Across nodes through given NICs (node-local NIC numbers).
   Path route_via(int src_rank, int src_nic, int dst_nic, int dst_rank, std::uint64_t label = 0);

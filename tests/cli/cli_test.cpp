@@ -95,11 +95,11 @@ TEST(Cli, ZeroBandwidthIsRejected) {
 
 TEST(Cli, BadRoutingIsRefusedAtItsLine) {
   const std::string f = temp("routing.yaml");
-  write(f, "node: dgx-h100\nnodes: 2\nfabric:\n  kind: fat-tree\n  routing: ecmp\n");
+  write(f, "node: dgx-h100\nnodes: 2\nfabric:\n  kind: fat-tree\n  routing: spray\n");
   Result r = run("collective --cluster " + f);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find(f + ":5:"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("unknown routing 'ecmp' (use adaptive or static)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown routing 'spray' (use adaptive, static or ecmp)"), std::string::npos) << r.out;
   // A custom fabric's links are the user's: adaptive routing is refused there, pointing at the fabric.
   const std::string g = temp("custom-adaptive.yaml");
   write(g,

@@ -219,12 +219,12 @@ TEST(Presets, RoutingFollowsTheNicTypeUnlessTheFabricSaysOtherwise) {
   EXPECT_NE(hw::Topology::build(*s)->summary().find("static routing"), std::string::npos);
 
   LoadContext bad;
-  const std::string f = write_temp("routing.yaml", "node: dgx-h100\nnodes: 2\nfabric:\n  routing: ecmp\n");
+  const std::string f = write_temp("routing.yaml", "node: dgx-h100\nnodes: 2\nfabric:\n  routing: spray\n");
   EXPECT_FALSE(load(f, bad).has_value());
   ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
   const auto& d = bad.diagnostics.items().at(0);
   EXPECT_EQ(d.where.line, 4);
-  EXPECT_NE(d.message.find("unknown routing 'ecmp' (use adaptive or static)"), std::string::npos) << d.to_string();
+  EXPECT_NE(d.message.find("unknown routing 'spray' (use adaptive, static or ecmp)"), std::string::npos) << d.to_string();
 
   LoadContext wrong_kind;
   const std::string g = write_temp("ar-pcie.yaml",

@@ -36,9 +36,13 @@ StepInputs inputs(ModelSpec m, std::int64_t global_batch, std::int64_t micro_bat
   return in;
 }
 
-hw::Topology fabric(int nodes, hw::FabricKind kind, int radix, double oversubscription) {
+// Static routing (D-mod-k) unless told otherwise: the test node's NIC type does not route
+// adaptively.
+hw::Topology fabric(int nodes, hw::FabricKind kind, int radix, double oversubscription,
+                    hw::FabricRouting routing = hw::FabricRouting::static_paths) {
   auto c = cluster(nvswitch_node(8, true, 25), nodes, kind, radix);
   c.fabric.oversubscription = oversubscription;
+  c.fabric.routing = routing;
   return std::move(hw::Topology::build(c)).value();
 }
 
@@ -98,6 +102,61 @@ TEST(FatTreeRouting, ShiftPermutationUsesDistinctUplinks) {
     EXPECT_EQ(fabric_hops, 2) << "leaf, spine, leaf";
   }
   EXPECT_EQ(uplinks.size(), 8u);
+}
+
+// ECMP (`routing: ecmp`): each connection is hashed onto one of the equal-cost paths, as Ethernet
+// switches hash a RoCE flow's five-tuple. Routes stay shortest and fixed per
+// connection, but distinct connections may share an uplink while another idles: "ECMP rendered
+// poor performance for the training workload due to the low flow entropy" (Meta, "RDMA over
+// Ethernet for Distributed AI Training at Meta Scale", SIGCOMM 2024, and its engineering blog of
+// 2024-08-05), where D-mod-k gives a ring's flows distinct uplinks.
+TEST(FatTreeRouting, EcmpHashesEachConnectionOntoOnePath) {
+  // The shift permutation above (node 0's 8 NICs to node 1's, one node per leaf, 8 spines).
+  const hw::Topology topo = fabric(4, hw::FabricKind::fat_tree, 16, 1, hw::FabricRouting::ecmp);
+  EXPECT_NE(topo.summary().find("ECMP (a hashed path per connection)"), std::string::npos) << topo.summary();
+  hw::Router router(topo);
+  auto first_uplink = [&](const hw::Path& p, int& fabric_hops) {
+    std::uint32_t up = 0;
+    fabric_hops = 0;
+    for (LinkId l : p) {
+      const auto& link = topo.link(l);
+      if (topo.vertices()[link.src].kind == hw::VertexKind::fabric_switch &&
+          topo.vertices()[link.dst].kind == hw::VertexKind::fabric_switch) {
+        if (fabric_hops++ == 0) up = l.value;
+      }
+    }
+    return up;
+  };
+  std::set<std::uint32_t> uplinks;
+  for (int k = 0; k < 8; ++k) {
+    const hw::Path p = router.route(k, 8 + k, 1);
+    int hops = 0;
+    uplinks.insert(first_uplink(p, hops));
+    EXPECT_EQ(hops, 2) << "leaf, spine, leaf: still a shortest path";
+    EXPECT_EQ(router.route(k, 8 + k, 1), p) << "one connection, one path";
+  }
+  // Eight connections hashed onto eight uplinks all land apart with probability 8!/8^8 = 0.24%.
+  EXPECT_LT(uplinks.size(), 8u);
+  // One GPU pair's connections (distinct labels: channels) reach every spine: 64 draws miss one of
+  // 8 with probability 8 x (7/8)^64 = 0.16%.
+  std::set<std::uint32_t> spread;
+  for (std::uint64_t label = 0; label < 64; ++label) {
+    int hops = 0;
+    spread.insert(first_uplink(router.route(0, 8, label), hops));
+  }
+  EXPECT_EQ(spread.size(), 8u);
+  // Eight data-parallel rings over 16 nodes on 7 leaves (the non-blocking case above): D-mod-k
+  // runs them at one switch's pace; hashed, some uplinks carry two or more of their flows, so
+  // they run slower; spreading every flow (adaptive) is one switch again.
+  const double one_switch = dp_time(fabric(16, hw::FabricKind::single_switch, 40, 1));
+  const double dmodk = dp_time(fabric(16, hw::FabricKind::fat_tree, 40, 1, hw::FabricRouting::static_paths));
+  const double hashed = dp_time(fabric(16, hw::FabricKind::fat_tree, 40, 1, hw::FabricRouting::ecmp));
+  const double adaptive = dp_time(fabric(16, hw::FabricKind::fat_tree, 40, 1, hw::FabricRouting::adaptive));
+  ASSERT_GT(one_switch, 0);
+  EXPECT_LE(dmodk, one_switch * 1.02);
+  EXPECT_LE(adaptive, one_switch * 1.02);
+  EXPECT_GT(hashed, dmodk * 1.05);
+  EXPECT_EQ(hashed, dp_time(fabric(16, hw::FabricKind::fat_tree, 40, 1, hw::FabricRouting::ecmp))) << "deterministic";
 }
 
 // Adaptive routing spreads every flow over the equal-cost paths, so a non-blocking tree carries
