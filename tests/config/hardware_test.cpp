@@ -217,6 +217,11 @@ TEST(Presets, RoutingFollowsTheNicTypeUnlessTheFabricSaysOtherwise) {
   EXPECT_NE(hw::Topology::build(*ib)->summary().find("adaptive routing"), std::string::npos);
   EXPECT_NE(hw::Topology::build(*r)->summary().find("static routing"), std::string::npos);
   EXPECT_NE(hw::Topology::build(*s)->summary().find("static routing"), std::string::npos);
+  const std::string hashed = write_temp("ecmp.yaml", "node: dgx-h100\nnodes: 2\nfabric: {nic: roce-400, routing: ecmp}\n");
+  auto e = load(hashed, ctx);
+  ASSERT_TRUE(e) << ctx.diagnostics.to_string();
+  EXPECT_EQ(e->fabric.routing, hw::FabricRouting::ecmp);
+  EXPECT_NE(hw::Topology::build(*e)->summary().find("ECMP (a hashed path per connection)"), std::string::npos);
 
   LoadContext bad;
   const std::string f = write_temp("routing.yaml", "node: dgx-h100\nnodes: 2\nfabric:\n  routing: spray\n");
