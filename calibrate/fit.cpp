@@ -195,17 +195,18 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
   int ranks = in.ranks.value_or(log.ranks_count());
   // The bandwidth ratio says how many GPUs took part: for a pasted table without '#  Rank' lines
   // (the settings line's nThread x nGpus counts one process's GPUs only: MPI runs have one
-  // each), and for a quoted log whose rank lines were mostly cut.
-  std::optional<int> inferred;
+  // each), and for a quoted log whose rank lines were mostly cut (figures that do not fit them).
+  std::optional<int> inferred, beyond;
   for (const auto& t : log.tables) {
     const auto op = in.op ? in.op : t.op;
     if (op && !inferred) inferred = ranks_from_bandwidths(t, *op);
+    if (op && !beyond && !in.ranks) beyond = ranks_beyond_listed(t, *op, ranks);
   }
-  const bool ranks_cut = !in.ranks && rank_lines_cut_short(ranks, inferred);
+  const bool ranks_cut = beyond.has_value();
   if (ranks_cut) {
-    d.notes.push_back(fmt::format("{}: the '#  Rank' lines list {} ranks but busbw / algbw implies {}; taking {} (pass --ranks to override)",
-                                  log.path, ranks, *inferred, *inferred));
-    ranks = *inferred;
+    d.notes.push_back(fmt::format("{}: the '#  Rank' lines list {} ranks but busbw / algbw fits {}; taking {} (pass --ranks to override)",
+                                  log.path, ranks, *beyond, *beyond));
+    ranks = *beyond;
   }
   if (ranks == 0) {
     if (inferred) {
@@ -220,9 +221,10 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
     }
   }
   const int nodes = in.nodes.value_or(log.nodes_count());
-  if ((log.ranks.empty() || ranks_cut) && !in.nodes && ranks > 1) {
-    d.notes.push_back(fmt::format("{}: without a '#  Rank' line for every rank the node count is unknown and taken as {}; pass --nodes if the {} ranks "
-                                  "spanned several nodes",
+  const bool nodes_known = in.nodes || (!log.ranks.empty() && !ranks_cut);
+  if (!nodes_known && ranks > 1) {
+    d.notes.push_back(fmt::format("{}: without a '#  Rank' line for every rank the node count is unknown: taken as {}, or as many nodes "
+                                  "as the {} ranks fill of the node preset; pass --nodes if they spanned others",
                                   log.path, nodes, ranks));
   }
   if (d.device_name.empty() && !log.ranks.empty()) {
@@ -251,6 +253,7 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
         c.time_s = *fig->time_us * 1e-6;
         c.ranks = ranks;
         c.nodes = nodes;
+        c.nodes_known = nodes_known;
         c.in_place = in_place;
         c.algo_label = !in.algo_label.empty() ? in.algo_label : log.algo_env;
         c.where = where;
@@ -380,6 +383,13 @@ Expected<hw::GpuSpec> load_gpu(const std::string& preset) {
   auto g = hl.gpu(r, "gpu");
   if (!g) return Error(ctx.diagnostics.empty() ? "unknown GPU preset '" + preset + "'" : ctx.diagnostics.items().front().message);
   return *g;
+}
+
+// GPUs in one node of a node preset (0 when it cannot be loaded).
+int preset_gpus(const std::string& node) {
+  config::LoadContext ctx;
+  auto spec = config::load_cluster(config::ClusterRequest{node, 1, std::nullopt}, ctx);
+  return spec && spec->groups.size() == 1 ? spec->groups.front().node.gpus : 0;
 }
 
 // The communication model on one cluster, with link efficiencies that the fit changes.
@@ -841,12 +851,16 @@ class Fitter {
       }
       return 7;
     };
+    // A node count the data did not give: as many nodes as the ranks fill of the node preset.
+    const int per_node = res_.node_preset.empty() ? 0 : preset_gpus(res_.node_preset);
     for (std::size_t i = 0; i < d_.collectives.size(); ++i) {
       const auto& c = d_.collectives[i];
-      auto& g = groups[{c.nodes > 1 ? 1 : 0, priority(c.op), -c.ranks, c.nodes}];
+      int nodes = c.nodes;
+      if (!c.nodes_known && per_node > 0 && c.ranks > per_node * nodes) nodes = (c.ranks + per_node - 1) / per_node;
+      auto& g = groups[{nodes > 1 ? 1 : 0, priority(c.op), -c.ranks, nodes}];
       g.op = c.op;
       g.ranks = c.ranks;
-      g.nodes = c.nodes;
+      g.nodes = nodes;
       g.idx.push_back(i);
     }
     json arr = json::array();

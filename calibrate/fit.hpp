@@ -70,6 +70,7 @@ struct CollectiveSample {
   double time_s = 0;
   int ranks = 1;
   int nodes = 1;
+  bool nodes_known = true;  // false: the source did not say (nodes is then a guess of 1)
   bool in_place = false;
   std::string algo_label;  // what the source says NCCL ran ("nvls", "ring", "default", "")
   std::string where;

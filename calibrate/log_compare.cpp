@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -50,17 +51,20 @@ Expected<LogShape> log_shape(const NcclTestsLog& log, const LogCompareOptions& o
                  "compare");
   }
   out.op = *out.table->op;
-  const auto inferred = ranks_from_bandwidths(*out.table, out.op);
-  const bool ranks_cut = rank_lines_cut_short(log.ranks_count(), inferred);
+  const auto beyond = ranks_beyond_listed(*out.table, out.op, log.ranks_count());
+  out.hosts_cut = beyond.has_value();
   if (opt.gpus) {
     out.gpus = *opt.gpus;
     out.gpus_from = "--gpus";
-  } else if (log.ranks_count() > 0 && !ranks_cut) {
+  } else if (beyond) {
+    out.gpus = *beyond;
+    out.gpus_from = fmt::format("busbw / algbw; the rank lines list only {}", log.ranks_count());
+  } else if (log.ranks_count() > 0) {
     out.gpus = log.ranks_count();
     out.gpus_from = "rank lines";
-  } else if (inferred) {
+  } else if (const auto inferred = ranks_from_bandwidths(*out.table, out.op)) {
     out.gpus = *inferred;
-    out.gpus_from = ranks_cut ? fmt::format("busbw / algbw; the rank lines list only {}", log.ranks_count()) : "busbw / algbw";
+    out.gpus_from = "busbw / algbw";
   } else {
     out.gpus = std::max(0, log.nthread) * std::max(0, log.ngpus);
     out.gpus_from = "nThread x nGpus";
@@ -80,7 +84,15 @@ Expected<LogShape> log_shape(const NcclTestsLog& log, const LogCompareOptions& o
                              log.path, out.gpus_from == "--gpus" ? "the" : "the log's", out.gpus_from, to_string(out.op)),
                  "gpus");
   }
-  out.nodes = log.ranks.empty() || ranks_cut ? 0 : log.nodes_count();
+  if (!log.ranks.empty() && !out.hosts_cut) {
+    out.nodes = log.nodes_count();
+    std::map<std::string, int> per_host;
+    for (const auto& r : log.ranks) ++per_host[r.host];
+    out.per_host = per_host.begin()->second;
+    for (const auto& [host, count] : per_host) {
+      if (count != out.per_host) out.per_host = 0;
+    }
+  }
   return out;
 }
 
@@ -95,6 +107,7 @@ Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommPa
   out.gpus = shape->gpus;
   out.gpus_from = shape->gpus_from;
   out.nodes = shape->nodes;
+  out.hosts_cut = shape->hosts_cut;
   if (out.gpus > topo.gpus()) {
     return Error(fmt::format("{}: the log ran on {} GPUs but the cluster has {} (give a larger cluster, or --gpus)", log.path, out.gpus,
                              topo.gpus()),

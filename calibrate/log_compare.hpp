@@ -32,6 +32,7 @@ struct LogComparison {
   int gpus = 0;
   std::string gpus_from;    // where the GPU count came from: "rank lines", "busbw / algbw", "nThread x nGpus", "--gpus"
   int nodes = 0;            // hosts named in the log (0 when it names none, or only some ranks)
+  bool hosts_cut = false;   // its rank lines list only some ranks, so its hosts were not counted
   int gpus_per_thread = 1;  // nccl-tests -g: GPUs one host thread drives
   bool in_place = true;     // which of the log's two columns was compared
   std::vector<LogComparePoint> points;
@@ -53,12 +54,14 @@ struct LogShape {
   int gpus = 0;
   std::string gpus_from;  // as LogComparison::gpus_from
   int nodes = 0;          // hosts the '#  Rank' lines name; 0 when they name none or list only some ranks
+  int per_host = 0;       // ranks on each of those hosts when every host holds as many; else 0
+  bool hosts_cut = false; // the rank lines list only some ranks (the count came from the bandwidths)
 };
 
 // The GPU count: --gpus, else the log's '#  Rank' lines, else the ratio of its bus to algorithm
 // bandwidth (an MPI run's settings line counts one process's GPUs), else nThread x nGpus. Rank
-// lines that list clearly fewer ranks than the ratio implies (a log quoted with "..." in place
-// of most of them) give way to the ratio, which nccl-tests computed from the real count.
+// lines whose count the printed bandwidths do not fit give way to a larger count they do fit (a
+// log quoted with "..." in place of most of them; ranks_beyond_listed).
 // Errors: no table of the requested collective, no collective named, no GPU count told, or a
 // one-GPU collective whose bus bandwidth is zero by definition.
 Expected<LogShape> log_shape(const NcclTestsLog& log, const LogCompareOptions& opt);

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -137,8 +138,29 @@ std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op) {
   return static_cast<int>(whole);
 }
 
-bool rank_lines_cut_short(int listed, std::optional<int> from_bandwidths) {
-  return listed > 0 && from_bandwidths && listed * 10 < *from_bandwidths * 9;
+bool bandwidths_fit_ranks(const NcclTestsTable& t, CollOp op, int n) {
+  const double f = bus_bandwidth_factor(op, n);
+  for (const auto& row : t.rows) {
+    for (const auto* fig : {&row.out_of_place, &row.in_place}) {
+      if (!fig->algbw_GBps || !fig->busbw_GBps) continue;
+      if (std::fabs(*fig->busbw_GBps - *fig->algbw_GBps * f) > 0.005 * (1 + f) + 1e-9) return false;
+    }
+  }
+  return true;
+}
+
+std::optional<int> ranks_beyond_listed(const NcclTestsTable& t, CollOp op, int listed) {
+  if (listed <= 0 || bandwidths_fit_ranks(t, op, listed)) return std::nullopt;
+  const auto inferred = ranks_from_bandwidths(t, op);
+  if (!inferred || *inferred <= listed) return std::nullopt;
+  // At most 4,096 counts either side: a crafted log's ratio may imply billions of ranks.
+  const std::int64_t centre = *inferred, reach = std::clamp<std::int64_t>(centre / 4, 1, 4096);
+  for (std::int64_t d = 0; d <= reach; ++d) {
+    for (const std::int64_t n : {centre - d, centre + d}) {
+      if (n > listed && n <= std::numeric_limits<int>::max() && bandwidths_fit_ranks(t, op, static_cast<int>(n))) return static_cast<int>(n);
+    }
+  }
+  return std::nullopt;
 }
 
 int NcclTestsLog::nodes_count() const {

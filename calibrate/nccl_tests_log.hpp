@@ -75,10 +75,17 @@ std::optional<CollOp> op_from_name(const std::string& name);
 // on n (broadcast, reduce, send/receive) and when n is not within 2% of a whole number.
 std::optional<int> ranks_from_bandwidths(const NcclTestsTable& t, CollOp op);
 
-// Whether a log's '#  Rank' lines (`listed`) are clearly fewer than the ranks its bandwidths imply:
-// a log quoted with "..." in place of most of them. Under 90%: the ratio's own rounding moves it
-// by a few ranks at most (about 2 of 128).
-bool rank_lines_cut_short(int listed, std::optional<int> from_bandwidths);
+// Whether a table's figures fit `n` ranks: nccl-tests prints algbw and busbw = algbw x f(n) to two
+// decimals, so every row has |busbw - algbw f(n)| <= 0.005 (1 + f(n)). Collectives whose f does
+// not depend on n (broadcast, reduce, send/receive) fit any n.
+bool bandwidths_fit_ranks(const NcclTestsTable& t, CollOp op, int n);
+
+// The rank count of a log whose '#  Rank' lines (`listed` of them) were cut when it was quoted
+// ("..." in place of most): when the printed bandwidths do not fit `listed` ranks, the count
+// nearest ranks_from_bandwidths' that they do fit, if it is larger (within a quarter of it, and
+// 4,096; the ratio's rounding leaves several counts possible among thousands of ranks). Nullopt when the
+// lines fit, or nothing larger does.
+std::optional<int> ranks_beyond_listed(const NcclTestsTable& t, CollOp op, int listed);
 
 // Parses a log's text; `name` is used in errors ("name:line: ...") and to guess the collective.
 // Errors: a data row that cannot be read, or no data rows at all.

@@ -9,6 +9,7 @@
 #include "calibrate/log_compare.hpp"
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
+#include "config/presets.hpp"
 #include "config/profile.hpp"
 #include "config/registry.hpp"
 #include "hw/topology.hpp"
@@ -87,41 +88,43 @@ calibrate::LogCompareOptions compare_options(const Options& o, const calibrate::
   return opt;
 }
 
-// A one-node cluster (a node preset) without --nodes or --gpus-per-node, and a log whose rank lines
-// name several hosts with as many ranks each (at most the node's GPUs): as many such nodes, with
-// that many GPUs each. Else, a log on more GPUs than the node has: as many nodes as its GPUs
-// fill. Says what it chose. Errors: a log on more GPUs than any cluster dtsim builds.
-Status size_to_log(const calibrate::LogShape& shape, hw::ClusterSpec& spec) {
-  if (spec.groups.size() != 1 || spec.groups.front().count != 1) return {};
+// A node preset without --nodes or --gpus-per-node, sized to the log: when its rank lines name
+// several hosts holding as many ranks each (at most the node's GPUs), as many nodes with that
+// many GPUs each; else, when the log (or --gpus) counts more GPUs than the node has, as many nodes
+// as they fill. Returns the line that says so, empty when the one node stays. Errors: more GPUs
+// than any cluster dtsim builds.
+Expected<std::string> size_to_log(const calibrate::LogShape& shape, hw::ClusterSpec& spec) {
+  if (spec.groups.size() != 1 || spec.groups.front().count != 1) return std::string();
   hw::NodeGroup& g = spec.groups.front();
-  const int per_node = g.gpus_per_node > 0 ? g.gpus_per_node : g.node.gpus;
-  if (per_node < 1) return {};
-  const bool by_hosts = shape.nodes > 1 && shape.gpus % shape.nodes == 0 && shape.gpus / shape.nodes <= per_node;
-  if (!by_hosts && shape.gpus <= per_node) return {};
+  const int per_node = g.node.gpus;
+  if (per_node < 1) return std::string();
+  const bool from_log = shape.gpus_from != "--gpus";
+  const bool by_hosts = from_log && shape.nodes > 1 && shape.per_host > 0 && shape.per_host <= per_node;
+  if (!by_hosts && shape.gpus <= per_node) return std::string();
   if (shape.gpus > config::kMaxClusterGpus) {
     return Error(fmt::format("the log ran on {} GPUs, beyond the {} GPUs a cluster may have", shape.gpus, config::kMaxClusterGpus),
                  "compare");
   }
   if (by_hosts) {
     g.count = shape.nodes;
-    if (shape.gpus / shape.nodes < per_node) g.gpus_per_node = shape.gpus / shape.nodes;
+    if (shape.per_host < per_node) g.gpus_per_node = shape.per_host;
   } else {
     g.count = (shape.gpus + per_node - 1) / per_node;
   }
-  const std::string why = by_hosts ? fmt::format("its {} hosts", shape.nodes) : fmt::format("{} GPUs a node", per_node);
-  fmt::print("# {} nodes of {} for the log's {} GPUs ({}; --nodes and --gpus-per-node choose otherwise)\n", g.count, g.node.name,
-             shape.gpus, why);
-  return {};
+  const std::string why = by_hosts ? fmt::format("its {} hosts of {} ranks", shape.nodes, shape.per_host) : fmt::format("{} GPUs a node", per_node);
+  return fmt::format("# {} nodes of {} for {} {} GPUs ({}; --nodes and --gpus-per-node choose otherwise)\n", g.count, g.node.name,
+                     from_log ? "the log's" : "--gpus", shape.gpus, why);
 }
 
 // --compare LOG: the log's collective, GPU count and sizes, simulated beside its measurements.
 int run_compare(const Options& o, const calibrate::NcclTestsLog& log, const hw::Topology& topo, const comm::CommParams& params,
-                const calibrate::LogCompareOptions& opt) {
+                const calibrate::LogCompareOptions& opt, const std::string& sizing) {
   auto cmp = calibrate::compare_log(topo, params, log, opt);
   if (!cmp) {
     print_error("--" + cmp.error().field + ": " + cmp.error().message);
     return kExitBadInput;
   }
+  std::fputs(sizing.c_str(), stdout);
   std::fputs(reports::render_comparison(*cmp, topo.summary()).c_str(), stdout);
   if (!o.report.empty()) {
     if (auto st = reports::write_comparison_report(*cmp, topo.summary(), o.report); !st) {
@@ -204,6 +207,7 @@ int run(const Options& o) {
   // --compare reads its log before the cluster is built: a node preset is sized to the log.
   std::optional<calibrate::NcclTestsLog> log;
   calibrate::LogCompareOptions compare_opt;
+  std::string sizing;  // what size_to_log chose, printed with the comparison
   if (!o.compare.empty()) {
     auto read = calibrate::read_nccl_tests(o.compare);
     if (!read) {
@@ -217,11 +221,16 @@ int run(const Options& o) {
       print_error("--" + shape.error().field + ": " + shape.error().message);
       return kExitBadInput;
     }
-    if (!o.nodes && !o.gpus_per_node && errors.empty()) {
-      if (auto st = size_to_log(*shape, *spec); !st) {
-        print_error("--" + st.error().field + ": " + o.compare + ": " + st.error().message);
+    // Only a node preset: a cluster file says its own node count.
+    const bool node_preset = !config::looks_like_path(o.cluster) && config::find_preset("clusters", o.cluster) == nullptr &&
+                             config::find_preset("nodes", o.cluster) != nullptr;
+    if (node_preset && !o.nodes && !o.gpus_per_node && errors.empty()) {
+      auto note = size_to_log(*shape, *spec);
+      if (!note) {
+        print_error("--" + note.error().field + ": " + o.compare + ": " + note.error().message);
         return kExitBadInput;
       }
+      sizing = *note;
     }
   }
   auto topo = hw::Topology::build(*spec);
@@ -232,7 +241,7 @@ int run(const Options& o) {
   }
   if (!errors.empty()) return kExitBadInput;
 
-  if (log) return run_compare(o, *log, *topo, params, compare_opt);
+  if (log) return run_compare(o, *log, *topo, params, compare_opt, sizing);
   if (!o.report.empty()) {
     print_error("--report draws a comparison: it needs --compare LOG");
     return kExitBadInput;

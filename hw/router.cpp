@@ -1,6 +1,6 @@
 // Routes between GPUs and NICs over a built topology: local routes from the node templates'
-// tables, fabric routes by shortest path with destination-based (D-mod-k) choice among equal-cost
-// next hops.
+// tables, fabric routes by shortest path with destination-based (D-mod-k) or, under ECMP
+// routing, per-connection hashed choice among equal-cost next hops.
 #include <functional>
 
 #include <boost/graph/dijkstra_shortest_paths.hpp>
@@ -50,7 +50,7 @@ const std::vector<std::int64_t>& Router::distances_to(int anchor) {
 
 void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t label, Path& out) {
   const bool ecmp = topo_.routing() == FabricRouting::ecmp;
-  const std::uint64_t flow = mix(label ^ (static_cast<std::uint64_t>(src_nic) << 24) ^ (static_cast<std::uint64_t>(dst_nic) << 44));
+  const std::uint64_t flow = mix(mix(mix(label) ^ src_nic) ^ dst_nic);  // chained: no two fields overlap
   const LinkGraph& g = topo_.fabric_graph();
   const int src = topo_.fabric_vertex(src_nic), dst = topo_.fabric_vertex(dst_nic);
   DTSIM_ASSERT(src >= 0 && dst >= 0, "fabric route between vertices that are not fabric NICs");
@@ -107,7 +107,7 @@ void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::ui
     // (each switch seeds its hash), so connections may share an uplink while another idles.
     std::size_t pick = 0;
     if (best.size() > 1 && ecmp) {
-      pick = static_cast<std::size_t>(mix(flow ^ (static_cast<std::uint64_t>(cur) * 0xd6e8feb86659fd93ULL)) % best.size());
+      pick = static_cast<std::size_t>(mix(flow ^ mix(cur)) % static_cast<std::uint64_t>(best.size()));
     } else if (best.size() > 1) {
       pick = static_cast<std::size_t>((position / divisor) % static_cast<std::int64_t>(best.size()));
       divisor *= static_cast<std::int64_t>(best.size());

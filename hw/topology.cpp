@@ -484,7 +484,10 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
   // by a trunk as wide as the links it stands for. Link for link the load is the even split's.
   // Unset: adaptive where the NIC type routes adaptively (InfiniBand), else by destination (a
   // tuned Ethernet fabric's path pinning; `ecmp` models one left to hash each flow).
-  const FabricRouting routing = f.routing ? *f.routing : nic_type->adaptive_routing ? FabricRouting::adaptive : FabricRouting::static_paths;
+  // A custom fabric routes by destination unless told to hash.
+  const FabricRouting routing = f.routing && (*f.routing != FabricRouting::adaptive || f.kind != FabricKind::custom) ? *f.routing
+                                : nic_type->adaptive_routing && f.kind != FabricKind::custom                          ? FabricRouting::adaptive
+                                                                                                                       : FabricRouting::static_paths;
   const bool adaptive = routing == FabricRouting::adaptive;
   t.routing_ = routing;
   bool spines = false;  // a tier above the leaves, where routing has a choice
@@ -584,7 +587,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
     case FabricKind::custom: {
       if (f.routing == FabricRouting::adaptive) {
         return Error("adaptive routing is modelled on fat-tree, clos3 and rail-optimized fabrics; a custom fabric routes by destination "
-                     "(give routing: static, or leave it out)",
+                     "or by a hash of each connection (give routing: static or ecmp, or leave it out)",
                      "fabric.routing");
       }
       std::unordered_map<std::string, std::uint32_t> by_name;

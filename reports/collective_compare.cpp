@@ -22,7 +22,9 @@ std::string summary(const calibrate::LogComparison& c) {
 }
 
 std::string what(const calibrate::LogComparison& c, const std::string& cluster) {
-  const std::string where = c.nodes == 0 ? std::string("hosts not named") : fmt::format("{} node{}", c.nodes, c.nodes == 1 ? "" : "s");
+  const std::string where = c.hosts_cut     ? std::string("hosts not counted")
+                            : c.nodes == 0 ? std::string("hosts not named")
+                                           : fmt::format("{} node{}", c.nodes, c.nodes == 1 ? "" : "s");
   return fmt::format("{} on {} GPUs (from {}; {}), {} column, {} GPU{} per nccl-tests thread; dtsim on {}", to_string(c.op), c.gpus,
                      c.gpus_from, where, c.in_place ? "in-place" : "out-of-place", c.gpus_per_thread, c.gpus_per_thread == 1 ? "" : "s",
                      cluster);

@@ -321,7 +321,7 @@ TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
   write(log, text);
   Result r = run("collective --cluster dgx-h100 --compare " + log);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("# 2 nodes of dgx-h100 for the log's 8 GPUs (its 2 hosts;"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# 2 nodes of dgx-h100 for the log's 8 GPUs (its 2 hosts of 4 ranks;"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("allreduce on 8 GPUs (from rank lines; 2 nodes)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dtsim on 2 x dgx-h100 (4 of 8 GPUs each) = 8 GPUs"), std::string::npos) << r.out;
   // --nodes is the user's choice: kept, and a cluster too small for the log is refused as before.
@@ -329,6 +329,35 @@ TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("nodes of dgx-h100 for the log"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dtsim on 1 x dgx-h100 = 8 GPUs"), std::string::npos) << r.out;
+  // --gpus is the user's count: no split by the log's hosts (8 GPUs fit one node), and more GPUs
+  // than a node fill as many nodes as they need, said to come from --gpus.
+  r = run("collective --cluster dgx-h100 --gpus 8 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("dtsim on 1 x dgx-h100 = 8 GPUs"), std::string::npos) << r.out;
+  r = run("collective --cluster dgx-h100 --gpus 24 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# 3 nodes of dgx-h100 for --gpus 24 GPUs (8 GPUs a node;"), std::string::npos) << r.out;
+  // A cluster file says its own node count: a one-node file is not resized.
+  const std::string one = temp("one-node.yaml");
+  write(one, "node: dgx-h100\nnodes: 1\n");
+  r = run("collective --cluster " + one + " --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("nodes of dgx-h100 for"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dtsim on 1 x dgx-h100 = 8 GPUs"), std::string::npos) << r.out;
+  // Hosts holding different rank counts (6 and 2) are not split evenly: the 8 GPUs fit one node.
+  std::string uneven = text;
+  for (const std::string rank : {"4", "5"}) {
+    const std::string from = "#  Rank  " + rank + " Group  0 Pid " + std::to_string(100 + std::stoi(rank)) + " on hostB";
+    const auto at = uneven.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    uneven.replace(at, from.size(), "#  Rank  " + rank + " Group  0 Pid " + std::to_string(100 + std::stoi(rank)) + " on hostA");
+  }
+  const std::string log_uneven = temp("all_reduce_perf-6+2.log");
+  write(log_uneven, uneven);
+  r = run("collective --cluster dgx-h100 --compare " + log_uneven);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("nodes of dgx-h100 for"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 8 GPUs (from rank lines; 2 nodes)"), std::string::npos) << r.out;
   // Bandwidths that imply more GPUs than any cluster dtsim builds (busbw / algbw = 2(n-1)/n for
   // n = 2,000,000: 1999999.00 / 1000000.00) are refused, not built.
   const std::string huge = temp("all_reduce_perf-huge.log");
@@ -341,6 +370,33 @@ TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
   EXPECT_NE(r.out.find("the log ran on 2000000 GPUs, beyond the 1048576 GPUs a cluster may have"), std::string::npos) << r.out;
 }
 
+// A complete log of 1024 ranks on 128 hosts, its figures printed as nccl-tests prints them (two
+// decimals): busbw / algbw rounds to 1.99 or 2.00 on small rows, which alone would suggest other
+// counts, but the figures fit 1024 ranks, so the rank lines stand.
+TEST(CliCompare, ACompleteLogOfManyRanksKeepsItsRankLines) {
+  std::string text = "# nThread 1 nGpus 1 minBytes 8 maxBytes 33554432 step: 2(factor) warmup iters: 5 iters: 20\n#\n";
+  for (int r = 0; r < 1024; ++r) {
+    text += "#  Rank " + std::to_string(r) + " Group  0 Pid " + std::to_string(1000 + r) + " on host" + std::to_string(r / 8) + " device " +
+            std::to_string(r % 8) + " [0x18] NVIDIA A100-SXM4-80GB\n";
+  }
+  text += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  const double f = 2.0 * 1023 / 1024;
+  for (std::int64_t bytes = 8; bytes <= (std::int64_t{1} << 25); bytes *= 4) {
+    const double us = 60.0 + static_cast<double>(bytes) / 40e3;  // 40 GB/s past a 60 us floor
+    const double algbw = static_cast<double>(bytes) / (us * 1e-6) * 1e-9;
+    char row[256];
+    std::snprintf(row, sizeof row, "%12lld %13lld     float     sum      -1 %8.1f %7.2f %7.2f      0 %8.1f %7.2f %7.2f      0\n",
+                  static_cast<long long>(bytes), static_cast<long long>(bytes / 4), us, algbw, algbw * f, us, algbw, algbw * f);
+    text += row;
+  }
+  const std::string log = temp("all_reduce_perf-1024.log");
+  write(log, text);
+  const Result r = run("collective --cluster dgx-a100-80g --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("allreduce on 1024 GPUs (from rank lines; 128 nodes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# 128 nodes of dgx-a100-80g for the log's 1024 GPUs (its 128 hosts of 8 ranks;"), std::string::npos) << r.out;
+}
+
 // A log quoted with most of its rank lines cut ("..."): CoreWeave's README lists 5 of the 32
 // ranks, and busbw / algbw = 148.35 / 76.57 = 1.9374 = 2(n - 1) / n for n = 32. The ratio wins,
 // the hosts are not counted from the few lines left, and the preset is sized to 4 nodes of 8.
@@ -348,7 +404,7 @@ TEST(CliCompare, RankLinesCutShortGiveWayToTheBandwidths) {
   const std::string log = std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-tests/all_reduce_perf-4x-a100-ib-sharp.log";
   const Result r = run("collective --cluster dgx-a100-80g --compare " + log);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("allreduce on 32 GPUs (from busbw / algbw; the rank lines list only 5; hosts not named)"), std::string::npos)
+  EXPECT_NE(r.out.find("allreduce on 32 GPUs (from busbw / algbw; the rank lines list only 5; hosts not counted)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("# 4 nodes of dgx-a100-80g for the log's 32 GPUs (8 GPUs a node;"), std::string::npos) << r.out;
 }
