@@ -304,15 +304,22 @@ TEST(CliCompare, TellsAnMpiRunsGpuCountFromItsBandwidths) {
   EXPECT_NE(r.out.find("on 16 GPUs (from --gpus; hosts not named)"), std::string::npos) << r.out;
 }
 
+// nccl-tests' device lines for `ranks` ranks, `per_host` on each of host0, host1, ...
+std::string rank_lines(int ranks, int per_host, const std::string& gpu) {
+  std::string out;
+  for (int r = 0; r < ranks; ++r) {
+    out += "#  Rank " + std::to_string(r) + " Group  0 Pid " + std::to_string(100 + r) + " on host" + std::to_string(r / per_host) +
+           " device " + std::to_string(r % per_host) + " [0x18] " + gpu + "\n";
+  }
+  return out;
+}
+
 // A node preset and a log that ran on more GPUs than one node: dtsim builds as many nodes as
 // the log's hosts, each with the GPUs the log ran there. 2 hosts of 4 ranks; busbw / algbw =
 // 2 x 7 / 8 = 1.75 (1 MiB in 100 us: algbw 10.49, busbw 18.35).
 TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
-  std::string text = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20\n#\n";
-  for (int r = 0; r < 8; ++r) {
-    text += "#  Rank  " + std::to_string(r) + " Group  0 Pid " + std::to_string(100 + r) + " on " + (r < 4 ? "hostA" : "hostB") +
-            " device " + std::to_string(r % 4) + " [0x18] NVIDIA H100 80GB HBM3\n";
-  }
+  std::string text = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20\n#\n" +
+                     rank_lines(8, 4, "NVIDIA H100 80GB HBM3");
   text +=
       "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
       "     1048576        262144     float     sum      -1    100.0   10.49   18.35      0    100.0   10.49   18.35      0\n"
@@ -347,10 +354,10 @@ TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
   // Hosts holding different rank counts (6 and 2) are not split evenly: the 8 GPUs fit one node.
   std::string uneven = text;
   for (const std::string rank : {"4", "5"}) {
-    const std::string from = "#  Rank  " + rank + " Group  0 Pid " + std::to_string(100 + std::stoi(rank)) + " on hostB";
+    const std::string from = "#  Rank " + rank + " Group  0 Pid 10" + rank + " on host1";
     const auto at = uneven.find(from);
     ASSERT_NE(at, std::string::npos) << from;
-    uneven.replace(at, from.size(), "#  Rank  " + rank + " Group  0 Pid " + std::to_string(100 + std::stoi(rank)) + " on hostA");
+    uneven.replace(at, from.size(), "#  Rank " + rank + " Group  0 Pid 10" + rank + " on host0");
   }
   const std::string log_uneven = temp("all_reduce_perf-6+2.log");
   write(log_uneven, uneven);
@@ -374,11 +381,8 @@ TEST(CliCompare, SizesANodePresetToTheLogsHosts) {
 // decimals): busbw / algbw rounds to 1.99 or 2.00 on small rows, which alone would suggest other
 // counts, but the figures fit 1024 ranks, so the rank lines stand.
 TEST(CliCompare, ACompleteLogOfManyRanksKeepsItsRankLines) {
-  std::string text = "# nThread 1 nGpus 1 minBytes 8 maxBytes 33554432 step: 2(factor) warmup iters: 5 iters: 20\n#\n";
-  for (int r = 0; r < 1024; ++r) {
-    text += "#  Rank " + std::to_string(r) + " Group  0 Pid " + std::to_string(1000 + r) + " on host" + std::to_string(r / 8) + " device " +
-            std::to_string(r % 8) + " [0x18] NVIDIA A100-SXM4-80GB\n";
-  }
+  std::string text = "# nThread 1 nGpus 1 minBytes 8 maxBytes 33554432 step: 2(factor) warmup iters: 5 iters: 20\n#\n" +
+                     rank_lines(1024, 8, "NVIDIA A100-SXM4-80GB");
   text += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
   const double f = 2.0 * 1023 / 1024;
   for (std::int64_t bytes = 8; bytes <= (std::int64_t{1} << 25); bytes *= 4) {
