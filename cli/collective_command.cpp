@@ -162,6 +162,7 @@ int run(const Options& o) {
   if (min && max && *min > *max) errors.push_back(fmt::format("--min ({}) is larger than --max ({})", o.min, o.max));
   if (max && *max > Bytes(std::int64_t{1} << 40)) errors.push_back(fmt::format("--max: {} is beyond what dtsim simulates (1 TiB per call)", o.max));
   if (o.factor < 2) errors.push_back("--factor must be 2 or more");
+  if (o.gpus && *o.gpus < 1) errors.push_back(fmt::format("--gpus: {} GPUs requested; give at least 1", *o.gpus));
   const auto dtype = hw::parse_dtype(o.dtype);
   if (!dtype) errors.push_back(fmt::format("--dtype: unknown type '{}' (float, half, bfloat16, double, fp8)", o.dtype));
   const auto fidelity = comm::parse_fidelity(o.fidelity);
@@ -208,7 +209,7 @@ int run(const Options& o) {
   std::optional<calibrate::NcclTestsLog> log;
   calibrate::LogCompareOptions compare_opt;
   std::string sizing;  // what size_to_log chose, printed with the comparison
-  if (!o.compare.empty()) {
+  if (!o.compare.empty() && errors.empty()) {
     auto read = calibrate::read_nccl_tests(o.compare);
     if (!read) {
       print_error("--compare: " + read.error().message);

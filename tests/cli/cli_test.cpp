@@ -261,6 +261,11 @@ TEST(CliCompare, RefusesWhatItCannotCompare) {
   r = run("collective --cluster dgx-a100-80g --gpus-per-node 4 --compare " + kLog);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("the log ran on 8 GPUs but the cluster has 4"), std::string::npos) << r.out;
+  // A GPU count below 1 is the option's error, not the log's.
+  r = run("collective --cluster dgx-a100-80g --gpus 0 --compare " + kLog);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--gpus: 0 GPUs requested; give at least 1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("the log names no ranks"), std::string::npos) << r.out;
   r = run("collective --cluster dgx-a100-80g --report " + temp("r"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--report draws a comparison: it needs --compare LOG"), std::string::npos) << r.out;
