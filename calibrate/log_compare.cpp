@@ -85,9 +85,9 @@ Expected<LogShape> log_shape(const NcclTestsLog& log, const LogCompareOptions& o
                  "gpus");
   }
   if (!log.ranks.empty() && !out.hosts_cut) {
-    out.nodes = log.nodes_count();
     std::map<std::string, int> per_host;
     for (const auto& r : log.ranks) ++per_host[r.host];
+    out.nodes = static_cast<int>(per_host.size());
     out.per_host = per_host.begin()->second;
     for (const auto& [host, count] : per_host) {
       if (count != out.per_host) out.per_host = 0;

@@ -50,7 +50,8 @@ const std::vector<std::int64_t>& Router::distances_to(int anchor) {
 
 void Router::append_fabric(std::uint32_t src_nic, std::uint32_t dst_nic, std::uint64_t label, Path& out) {
   const bool ecmp = topo_.routing() == FabricRouting::ecmp;
-  const std::uint64_t flow = mix(mix(mix(label) ^ src_nic) ^ dst_nic);  // chained: no two fields overlap
+  // The connection's hash under ECMP, chained so that no two fields overlap.
+  const std::uint64_t flow = ecmp ? mix(mix(mix(label) ^ src_nic) ^ dst_nic) : 0;
   const LinkGraph& g = topo_.fabric_graph();
   const int src = topo_.fabric_vertex(src_nic), dst = topo_.fabric_vertex(dst_nic);
   DTSIM_ASSERT(src >= 0 && dst >= 0, "fabric route between vertices that are not fabric NICs");

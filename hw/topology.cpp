@@ -484,10 +484,9 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
   // by a trunk as wide as the links it stands for. Link for link the load is the even split's.
   // Unset: adaptive where the NIC type routes adaptively (InfiniBand), else by destination (a
   // tuned Ethernet fabric's path pinning; `ecmp` models one left to hash each flow).
-  // A custom fabric routes by destination unless told to hash.
-  const FabricRouting routing = f.routing && (*f.routing != FabricRouting::adaptive || f.kind != FabricKind::custom) ? *f.routing
-                                : nic_type->adaptive_routing && f.kind != FabricKind::custom                          ? FabricRouting::adaptive
-                                                                                                                       : FabricRouting::static_paths;
+  FabricRouting routing = f.routing ? *f.routing : nic_type->adaptive_routing ? FabricRouting::adaptive : FabricRouting::static_paths;
+  // A custom fabric routes by destination unless told to hash (adaptive, if asked for, is refused below).
+  if (f.kind == FabricKind::custom && routing == FabricRouting::adaptive) routing = FabricRouting::static_paths;
   const bool adaptive = routing == FabricRouting::adaptive;
   t.routing_ = routing;
   bool spines = false;  // a tier above the leaves, where routing has a choice
