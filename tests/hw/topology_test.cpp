@@ -152,11 +152,21 @@ TEST(Topology, ThreeLevelClosReachesEveryNic) {
 }
 
 TEST(Topology, ClosBeyondItsRadixIsAClearError) {
-  // A 3-level fat-tree of radix k reaches k^3/4 hosts: 128 for k = 8.
+  // A 3-level fat-tree of radix k has k pods of k/2 leaves: 32 leaves for k = 8, which reach
+  // k^3/4 = 128 NICs when the nodes fill every downlink (here 4 NICs a node on 4-port leaves).
   auto t = Topology::build(cluster(nvswitch_node(8, false), 64, FabricKind::clos3, 8));
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().field, "fabric.radix");
-  EXPECT_NE(t.error().message.find("at most 128 NICs"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("at most 32 leaves: 128 NICs"), std::string::npos) << t.error().message;
+  // 3 NICs a node on those leaves: a node never straddles two, so each leaf takes one node and
+  // leaves a port free, and the limit is 32 leaves of 3 (NIC counts: nvswitch_node's own 4,
+  // fabric.nics_per_node keeps 3).
+  auto three = cluster(nvswitch_node(8, false), 40, FabricKind::clos3, 8);
+  three.fabric.nics_per_node = 3;
+  auto t3 = Topology::build(three);
+  ASSERT_FALSE(t3.ok());
+  EXPECT_NE(t3.error().message.find("40 leaf switches"), std::string::npos) << t3.error().message;
+  EXPECT_NE(t3.error().message.find("at most 32 leaves: 96 NICs at the 3 a leaf takes"), std::string::npos) << t3.error().message;
 }
 
 TEST(Topology, FatTreeGrowsAThirdTierWhenTwoDoNotSuffice) {

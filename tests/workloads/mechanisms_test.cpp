@@ -61,14 +61,22 @@ double dp_time(const hw::Topology& topo) {
 }
 
 TEST(FatTreeRouting, NonBlockingTreeIsWithinTwoPercentOfOneSwitch) {
-  // 16 nodes x 8 NICs on radix-40 leaves: 7 leaves, 20 spines. Every ring edge that leaves a
-  // leaf goes to a distinct destination NIC, so D-mod-k gives each its own uplink (hashing the
-  // flows with one label per ring put all eight rails' flows of a leaf on one uplink).
-  const double one_switch = dp_time(fabric(16, hw::FabricKind::single_switch, 40, 1));
-  const double tree = dp_time(fabric(16, hw::FabricKind::fat_tree, 40, 1));
-  ASSERT_GT(one_switch, 0);
-  EXPECT_LE(tree, one_switch * 1.02);
-  EXPECT_GE(tree, one_switch * 0.999);  // a tree adds hops, never bandwidth
+  // Nodes of 8 NICs on radix-40 leaves (20 down, 20 up): 2 whole nodes a leaf, 20 spines. Every
+  // ring edge that leaves a leaf goes to a distinct destination NIC, so D-mod-k gives each its
+  // own uplink (hashing the flows with one label per ring put all eight rails' flows of a leaf on
+  // one uplink). At 48 nodes the rings' wrap-around edges (node 47 to node 0) leave the last
+  // leaf; when nodes straddled leaves (20 NICs: 2.5 nodes) they left one that also sent the
+  // ring's ordinary edges to the same port positions of the next leaf, and D-mod-k put both on
+  // the same 4 uplinks: twice one switch's time.
+  for (int nodes : {16, 48}) {
+    const hw::Topology tree_topo = fabric(nodes, hw::FabricKind::fat_tree, 40, 1);
+    EXPECT_EQ(tree_topo.fabric_switches(), nodes / 2 + 20) << nodes << " nodes: a leaf per 2 nodes, 20 spines";
+    const double one_switch = dp_time(fabric(nodes, hw::FabricKind::single_switch, 40, 1));
+    const double tree = dp_time(tree_topo);
+    ASSERT_GT(one_switch, 0);
+    EXPECT_LE(tree, one_switch * 1.02) << nodes << " nodes";
+    EXPECT_GE(tree, one_switch * 0.999) << nodes << " nodes";  // a tree adds hops, never bandwidth
+  }
 }
 
 TEST(FatTreeRouting, OversubscriptionIsNeverFaster) {
@@ -145,7 +153,7 @@ TEST(FatTreeRouting, EcmpHashesEachConnectionOntoOnePath) {
     spread.insert(first_uplink(router.route(0, 8, label), hops));
   }
   EXPECT_EQ(spread.size(), 8u);
-  // Eight data-parallel rings over 16 nodes on 7 leaves (the non-blocking case above): D-mod-k
+  // Eight data-parallel rings over 16 nodes on 8 leaves (the non-blocking case above): D-mod-k
   // runs them at one switch's pace; hashed, some uplinks carry two or more of their flows, so
   // they run slower; spreading every flow (adaptive) is one switch again.
   const double one_switch = dp_time(fabric(16, hw::FabricKind::single_switch, 40, 1));
