@@ -314,7 +314,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     if (auto v = dtype_field(*tr, "grad_dtype", hw::DType::fp32)) t.grad_dtype = *v;
     if (auto v = enum_field(*tr, "recompute", workloads::Recompute::none, workloads::parse_recompute, "none, selective, full")) t.recompute = *v;
     if (auto v = enum_field(*tr, "optimizer", workloads::Optimizer::adam, workloads::parse_optimizer, "adam, sgd")) t.optimizer = *v;
-    if (auto v = enum_field(*tr, "attention", workloads::Attention::flash, workloads::parse_attention, "flash, standard")) t.attention = *v;
+    if (auto v = enum_field(*tr, "attention", workloads::Attention::flash, workloads::parse_attention, "flash, flash1, standard")) t.attention = *v;
     if (auto v = enum_field(*tr, "framework", workloads::Framework::megatron, workloads::parse_framework,
                             "megatron, pytorch-eager, torch-compile")) {
       t.framework = *v;
@@ -327,6 +327,11 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                                            "framework: megatron for {}",
                                            workloads::to_string(t.framework), hw::to_string(t.precision), hw::to_string(t.precision)));
       }
+    }
+    if (t.attention == workloads::Attention::flash1 && t.framework != workloads::Framework::megatron) {
+      ctx.notes.push_back(fmt::format("training.attention flash1 times the megatron program's fused attention kernel; {} runs "
+                                      "scaled_dot_product_attention's kernels (compute.framework.sdpa_*), so it acts as flash there",
+                                      workloads::to_string(t.framework)));
     }
     if (auto v = tr->number("dropout", false, 0.0, 0.99)) t.dropout = *v;
     if (auto v = tr->string("dropout_rng")) {

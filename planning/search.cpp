@@ -555,7 +555,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
         if (auto at = d.find(sel); at != std::string::npos) d.replace(at, sel.size(), none);
         return d;
       };
-      const bool flash = a.training.attention == workloads::Attention::flash && b.training.attention == workloads::Attention::flash;
+      const bool flash = workloads::fused(a.training.attention) && workloads::fused(b.training.attention);
       return flash && a.target == b.target && a.training.recompute != b.training.recompute &&
              a.training.recompute != workloads::Recompute::full && b.training.recompute != workloads::Recompute::full &&
              plain(a.describe()) == plain(b.describe());

@@ -145,12 +145,14 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
     case KernelClass::attention:
       compute_s = k.flops / (peak(k.dtype) * (k.sdpa_masked ? params_.sdpa_masked_fwd_efficiency
                                               : k.sdpa        ? params_.sdpa_fwd_efficiency
+                                              : k.flash1      ? params_.attention_v1_fwd_efficiency
                                                               : params_.attention_fwd_efficiency));
       if (k.sdpa) compute_s += k.elements * params_.sdpa_dropout_ops / fp32_rate();
       break;
     case KernelClass::attention_bwd:
       compute_s = k.flops / (peak(k.dtype) * (k.sdpa_masked ? params_.sdpa_masked_bwd_efficiency
                                               : k.sdpa        ? params_.sdpa_bwd_efficiency
+                                              : k.flash1      ? params_.attention_v1_bwd_efficiency
                                                               : params_.attention_bwd_efficiency));
       if (k.sdpa) compute_s += k.elements * params_.sdpa_dropout_ops / fp32_rate();
       break;
@@ -201,6 +203,15 @@ std::vector<ComputeParamInfo> build_table() {
          "T. Dao, FlashAttention-2 (2023): 50-73% of A100 peak forward", 1.0);
   number("attention.bwd_efficiency", &ComputeParams::attention_bwd_efficiency, "fraction",
          "fused attention backward, fraction of peak", "T. Dao, FlashAttention-2 (2023): backward below forward; assumption", 1.0);
+  number("attention.v1_fwd_efficiency", &ComputeParams::attention_v1_fwd_efficiency, "fraction",
+         "first-generation fused attention forward (training.attention flash1: FlashAttention 1.x, its Triton port, PyTorch 2.0-2.1 SDPA "
+         "flash), fraction of peak",
+         "half of attention.fwd_efficiency: T. Dao, FlashAttention-2 (2023), 'around 2x speedup compared to FlashAttention', which "
+         "reaches 'only 25-40% of the theoretical maximum FLOPs/s'; the Triton port (flash-attention flash_attn/flash_attn_triton.py): "
+         "forward + backward 'slightly slower than' the CUDA version",
+         1.0);
+  number("attention.v1_bwd_efficiency", &ComputeParams::attention_v1_bwd_efficiency, "fraction",
+         "first-generation fused attention backward, fraction of peak", "half of attention.bwd_efficiency (same sources)", 1.0);
   number("memory.efficiency", &ComputeParams::memory_efficiency, "fraction",
          "fraction of HBM bandwidth a streaming kernel reaches",
          "published STREAM-like copy: H100 2.90 of 3.35 TB/s (0.87), A100 1.61 of 2.04 TB/s (0.79)", 1.0);

@@ -62,6 +62,7 @@ struct Kernel {
   bool sdpa = false;       // attention: PyTorch's scaled_dot_product_attention (cuDNN flash on Hopper); `elements`:
                            // attention-dropout random numbers drawn inside the kernel
   bool sdpa_masked = false;  // attention: SDPA given an explicit mask (memory-efficient kernel, full score matrix)
+  bool flash1 = false;       // attention: a first-generation fused kernel (training.attention flash1)
 };
 
 // A GEMM kernel with its flops and bytes filled in (inputs in `in`, output in `out` precision).
@@ -92,6 +93,8 @@ struct ComputeParams {
   double split_k_min = 256;       // split-K keeps at least this much of K per slice
   double attention_fwd_efficiency = 0.6;   // fused (flash) attention, of the dtype's peak
   double attention_bwd_efficiency = 0.45;
+  double attention_v1_fwd_efficiency = 0.30;  // first-generation fused attention (FlashAttention 1.x, its Triton port)
+  double attention_v1_bwd_efficiency = 0.225;
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth streaming kernels reach
   Time kernel_overhead = Time::us(4);      // launch and fixed cost per kernel
   // Per memory-bound kind (index: MemoryKind): efficiency and fixed cost. `stream` uses

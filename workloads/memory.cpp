@@ -34,7 +34,7 @@ double layer_activation_bytes(const TransformerSpec& m, const ActivationShape& s
   double scores = 0;
   if (s.attention == Attention::standard && s.recompute == Recompute::none) {
     scores = (heads / t) * b * sl * sk * ((s.dropout_present ? 2.0 : 1.0) * e + mask);
-  } else if (s.attention == Attention::flash) {
+  } else if (fused(s.attention)) {
     scores = (heads / t) * b * sl * 4.0;  // log-sum-exp per query row (fp32)
   }
   return replicated / rep + split + scores;

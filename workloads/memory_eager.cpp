@@ -36,7 +36,7 @@ double casts(const Dims& d, double n, double elems) { return d.amp ? n * d.a * e
 // its cast, dropout mask and dropped-out probabilities.
 void attention_core(const Dims& d, const EagerShape& s, std::vector<EagerBuffer>& b) {
   b.push_back({"attention output", d.a * d.qd});
-  if (s.attention == Attention::flash) {
+  if (fused(s.attention)) {
     b.push_back({"attention log-sum-exp (fp32)", 4.0 * d.heads});
   } else {
     const double row = d.heads * static_cast<double>(s.seq);

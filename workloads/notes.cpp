@@ -10,7 +10,7 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   const TrainingSpec& tr = in.training;
   const ParallelSpec& par = in.parallel;
   const bool transformer = std::holds_alternative<TransformerSpec>(in.model);
-  if (tr.recompute == Recompute::selective && transformer && tr.attention == Attention::flash) {
+  if (tr.recompute == Recompute::selective && transformer && fused(tr.attention)) {
     out.push_back(
         "training.recompute: selective has no effect with flash attention: selective recomputation only drops the s x s attention "
         "scores (Korthikanti et al. 2022), which flash attention never stores; use recompute: full to save more memory");

@@ -315,10 +315,11 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   const double qkv_el = static_cast<double>(x.T) * static_cast<double>(x.qdim + 2 * x.kvdim) / static_cast<double>(x.t);
   const double ctx_el = static_cast<double>(x.T) * static_cast<double>(x.qdim) / static_cast<double>(x.t);
   const double kv_el = static_cast<double>(x.T) * static_cast<double>(x.kvdim) / static_cast<double>(x.t);
-  if (sh.attention == Attention::flash) {
+  if (fused(sh.attention)) {
     Kernel a;
     a.name = "attention";
     a.cls = KernelClass::attention;
+    a.flash1 = sh.attention == Attention::flash1;
     a.dtype = ty.act_math;
     a.flops = 4.0 * static_cast<double>(x.b * hp) * static_cast<double>(x.sl) * static_cast<double>(x.s) * static_cast<double>(x.d) * causal;
     a.bytes = static_cast<double>(x.T) * static_cast<double>(2 * x.qdim + 2 * x.kvdim) / static_cast<double>(x.t) * ty.act;

@@ -11,7 +11,14 @@ std::string_view to_string(Recompute r) {
   return "?";
 }
 std::string_view to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "sgd"; }
-std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "standard"; }
+std::string_view to_string(Attention a) {
+  switch (a) {
+    case Attention::flash: return "flash";
+    case Attention::flash1: return "flash1";
+    case Attention::standard: return "standard";
+  }
+  return "?";
+}
 std::string_view to_string(Framework f) {
   switch (f) {
     case Framework::megatron: return "megatron";
@@ -54,6 +61,7 @@ std::optional<Optimizer> parse_optimizer(std::string_view s) {
 }
 std::optional<Attention> parse_attention(std::string_view s) {
   if (s == "flash") return Attention::flash;
+  if (s == "flash1") return Attention::flash1;
   if (s == "standard") return Attention::standard;
   return std::nullopt;
 }

@@ -14,7 +14,12 @@ namespace dtsim::workloads {
 
 enum class Recompute { none, selective, full };
 enum class Optimizer { adam, sgd_momentum };
-enum class Attention { flash, standard };
+// Attention kernels (`training.attention`): a fused kernel that stores no s x s scores, of the
+// FlashAttention-2 generation (flash) or of the first (flash1: FlashAttention 1.x, its Triton
+// port, PyTorch 2.0-2.1's SDPA flash kernel; same FLOPs and memory, about half the speed), or
+// standard attention (batched GEMMs, softmax and dropout as separate kernels).
+enum class Attention { flash, flash1, standard };
+constexpr bool fused(Attention a) { return a != Attention::standard; }
 // Which framework's kernels a step runs (`training.framework`):
 //  megatron       fused kernels as Megatron-LM / Transformer Engine run them (dtsim's analytical program)
 //  pytorch_eager  Hugging Face / torchvision code in eager PyTorch: unfused elementwise ops, AMP casts,

@@ -405,6 +405,35 @@ TEST(SimulateCli, DropoutSettingsAreCheckedAtTheirLine) {
   EXPECT_NE(n.out.find("training.head_layout split has no effect"), std::string::npos) << n.out;
 }
 
+// training.attention flash1 (FlashAttention 1 and its Triton port, as MosaicML's MPT benchmarks
+// ran): the fused kernel at half of FlashAttention-2's rate. The step is longer by exactly the
+// attention kernels' extra time: on one A100 without communication, forward + backward attention
+// FLOPs F take F_fwd / (peak 0.30) + F_bwd / (peak 0.225) instead of F_fwd / (peak 0.6) +
+// F_bwd / (peak 0.45), i.e. twice as long; memory is flash's. A bad value lists the three.
+TEST(SimulateCli, FirstGenerationFlashAttentionDoublesTheAttentionKernelsOnly) {
+  const std::string f = temp("flash1.yaml");
+  auto run_with = [&](const std::string& attention) {
+    std::ofstream(f) << "cluster: {node: dgx-a100-80g, nodes: 1, gpus_per_node: 1}\nmodel: gpt3-1.3b\n"
+                        "training: {global_batch: 1, micro_batch: 1, seq_len: 2048, attention: " << attention << "}\n";
+    const Result r = run("simulate " + f + " --json " + temp("flash1.json"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::ifstream in(temp("flash1.json"));
+    return nlohmann::json::parse(in)["result"];
+  };
+  const auto v2 = run_with("flash"), v1 = run_with("flash1");
+  // gpt3-1.3b: 24 layers, 16 heads of 128, causal: forward attention FLOPs per layer
+  // 4 x 16 x 2048 x 2048 x 128 / 2 = 17.18 GFLOP; backward 2.5x that.
+  const double fwd = 24 * 4.0 * 16 * 2048 * 2048 * 128 / 2, peak = 312e12;
+  const double extra = fwd / (peak * 0.30) + 2.5 * fwd / (peak * 0.225) - fwd / (peak * 0.6) - 2.5 * fwd / (peak * 0.45);
+  // The JSON gives step times to the microsecond: two roundings.
+  EXPECT_NEAR(v1["step_time_s"].get<double>() - v2["step_time_s"].get<double>(), extra, 2e-6);
+  EXPECT_EQ(v1["memory"].dump(), v2["memory"].dump());
+  std::ofstream(f) << "cluster: {node: dgx-a100-80g, nodes: 1}\nmodel: gpt3-1.3b\ntraining: {global_batch: 8, attention: flash2}\n";
+  const Result bad = run("simulate " + f);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("training.attention: unknown value 'flash2' (flash, flash1, standard)"), std::string::npos) << bad.out;
+}
+
 // parallel.overlap_param_gather (Megatron-Core's --overlap-param-gather): the GPT-3 175B example
 // (zero 1, interleaved 1F1B over 128 nodes) moves its parameter all-gather under the next forward
 // pass, so its exposed data-parallel time and its step shrink, and the JSON echoes the setting;

@@ -97,5 +97,29 @@ TEST(ComputeModel, WaveQuantizationShowsInEfficiency) {
   EXPECT_NEAR(spill, p.efficiency(hw::DType::bf16) * 133.0 / 264.0, 1e-12);
 }
 
+TEST(ComputeModel, FirstGenerationFusedAttentionRunsAtItsOwnRate) {
+  // training.attention flash1 (FlashAttention 1.x, its Triton port): the same kernel at half of
+  // FlashAttention-2's fractions of peak ("around 2x speedup compared to FlashAttention", Dao
+  // 2023). A100 bf16 dense peak 312 TFLOP/s (datasheet); 1 TFLOP with 1 MB of traffic is
+  // compute-bound, so time = FLOPs / (peak x efficiency) + the 4 us kernel overhead.
+  const ComputeParams p;
+  ComputeModel cm(gpu_of("dgx-a100-80g"), p);
+  Kernel a;
+  a.cls = KernelClass::attention;
+  a.dtype = hw::DType::bf16;
+  a.flops = 1e12;
+  a.bytes = 1e6;
+  Kernel a1 = a;
+  a1.flash1 = true;
+  const double peak = 312e12, overhead = 4e-6;
+  EXPECT_NEAR(cm.kernel_time(a).seconds(), 1e12 / (peak * 0.6) + overhead, 1e-9);
+  EXPECT_NEAR(cm.kernel_time(a1).seconds(), 1e12 / (peak * 0.30) + overhead, 1e-9);
+  Kernel b = a, b1 = a1;
+  b.cls = b1.cls = KernelClass::attention_bwd;
+  b.flops = b1.flops = 2.5e12;
+  EXPECT_NEAR(cm.kernel_time(b).seconds(), 2.5e12 / (peak * 0.45) + overhead, 1e-9);
+  EXPECT_NEAR(cm.kernel_time(b1).seconds(), 2.5e12 / (peak * 0.225) + overhead, 1e-9);
+}
+
 }  // namespace
 }  // namespace dtsim::workloads

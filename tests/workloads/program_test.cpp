@@ -53,6 +53,33 @@ TEST(LayerProgram, BlockGemmFlopsAreTwiceTheWeightsPerToken) {
   EXPECT_NEAR(p.backward.flops(), 2 * p.forward.flops(), 1e-9 * p.backward.flops());
 }
 
+TEST(LayerProgram, Flash1IsTheFusedKernelWithTheFirstGenerationsFlag) {
+  // Same FLOPs, bytes and kernel list as flash; only the attention kernel's flag differs, which
+  // the compute model times at FlashAttention 1's rate (compute_test).
+  const TransformerSpec m = gpt3_175b();
+  ProgramShape sh;
+  sh.micro_batch = 1;
+  sh.seq = 2048;
+  sh.tp = 8;
+  sh.attention = Attention::flash;
+  const LayerProgram v2 = transformer_block(m, sh);
+  sh.attention = Attention::flash1;
+  const LayerProgram v1 = transformer_block(m, sh);
+  EXPECT_DOUBLE_EQ(v1.forward.flops(), v2.forward.flops());
+  EXPECT_DOUBLE_EQ(v1.backward.flops(), v2.backward.flops());
+  int attention = 0;
+  for (const LayerProgram* p : {&v1, &v2}) {
+    for (const auto& seg : p->forward.segments) {
+      for (const Kernel& k : seg.kernels) {
+        if (k.cls != KernelClass::attention) continue;
+        EXPECT_EQ(k.flash1, p == &v1);
+        ++attention;
+      }
+    }
+  }
+  EXPECT_EQ(attention, 2);
+}
+
 TEST(LayerProgram, QkvOnlyBiasesAreCountedOnce) {
   // Qwen2.5-0.5B (Hugging Face config.json): hidden 896, 14 heads of 64, 2 KV heads, FFN 4864,
   // SwiGLU, RMSNorm, biases on q, k and v only. By hand, per layer: q, k, v weights
