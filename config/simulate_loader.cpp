@@ -417,7 +417,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   // PyTorch DDP's 25 MiB without model parallelism, unless the run is Megatron-Core's distributed
   // optimizer with its overlapped gather (then Megatron's bucket rule, strategies.cpp).
   const bool megatron_buckets = p.overlap_param_gather && std::holds_alternative<workloads::TransformerSpec>(in.model);
-  if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1 && !megatron_buckets) p.bucket = Bytes::MiB(25);
+  // ZeRO-3 keeps 0: one reduce-scatter per gathered unit (a layer), as FSDP (strategies.cpp).
+  if (p.bucket.count() <= 0 && p.tp == 1 && p.pp == 1 && p.cp == 1 && !megatron_buckets && p.zero < 3) p.bucket = Bytes::MiB(25);
 
   // Micro-batches per pipeline and step: each is simulated, so a huge count is refused up front
   // rather than simulated for minutes (found by the issue-15 mutation run: GPT-2 124M eager at
@@ -512,7 +513,9 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"zero", p.zero},
                      {"sequence_parallel", p.sequence_parallel},
                      {"dp_impl", std::string(workloads::to_string(p.dp_impl))},
-                     {"bucket", p.bucket.count() > 0 ? to_string(p.bucket) : std::string("Megatron-Core default: max(40M, 1M x dp) parameters")},
+                     {"bucket", p.bucket.count() > 0 ? to_string(p.bucket)
+                               : p.zero >= 3 ? std::string("ZeRO-3 default: one per layer (FSDP unit)")
+                                             : std::string("Megatron-Core default: max(40M, 1M x dp) parameters")},
                      {"fusion_buffer", to_string(p.fusion_buffer)},
                      {"fusion_cycle", to_string(p.fusion_cycle)},
                      {"order", p.order},

@@ -206,7 +206,10 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
       double t = collective_s(op, group, f.dense_params * grad_bytes) * share;
       if (f.expert_params > 0 && lay->expert_grad_dp() > 1) t += collective_s(op, lay->expert_grad_group(first), f.expert_params * grad_bytes) * share;
       const double bucket = par.bucket.count() > 0 ? par.bucket.as_double() : std::max(40e6, 1e6 * dp) * grad_bytes;
-      const double buckets = std::max(1.0, std::ceil((f.dense_params + f.expert_params) * grad_bytes / bucket));
+      // ZeRO-3 with no bucket given: one reduce-scatter per layer (FSDP's units, strategies.cpp).
+      const double buckets = par.zero >= 3 && par.bucket.count() <= 0
+                                 ? std::max(1.0, static_cast<double>(f.layers))
+                                 : std::max(1.0, std::ceil((f.dense_params + f.expert_params) * grad_bytes / bucket));
       const bool overlap = par.dp_impl == workloads::DpImpl::ddp || par.dp_impl == workloads::DpImpl::horovod;
       dp_s[s] = overlap ? std::max(t / buckets, t - bwd[s]) : t;
       if (par.zero >= 1 && par.zero < 3) {

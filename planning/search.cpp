@@ -251,7 +251,7 @@ Expected<PlanResult> run_plan(const config::PlanSpec& spec, const PlanOptions& o
                           c.parallel.schedule = sched;
                           c.parallel.virtual_stages = vs;
                           c.parallel.sequence_parallel = sp;
-                          if (!spec.bucket_given) c.parallel.bucket = Bytes(tp == 1 && pp == 1 && cp == 1 ? Bytes::MiB(25).count() : 0);
+                          if (!spec.bucket_given) c.parallel.bucket = Bytes(tp == 1 && pp == 1 && cp == 1 && zero < 3 ? Bytes::MiB(25).count() : 0);
                           all.push_back(std::move(c));
                         }
                       }

@@ -125,6 +125,16 @@ BucketPolicy bucket_policy(const StepInputs& in, const Layout& lay, bool transfo
   }
   // --overlap-param-gather is Megatron-Core's: its buckets follow Megatron's rules whatever the cap.
   if (transformer && par.overlap_param_gather && par.dp_impl == DpImpl::ddp) p.megatron = true;
+  // ZeRO-3 is FSDP's (or DeepSpeed stage 3's) data parallelism, not DDP's or Megatron-Core's: FSDP
+  // reduce-scatters the gradient of each unit's FlatParameter when the unit's backward ends (its
+  // post-backward hook; PyTorch's FullyShardedDataParallel docs and Zhao et al., "PyTorch FSDP",
+  // VLDB 2023, section 3), the same units it all-gathers: here each layer's slot, as the gathers
+  // (zero3_gather). An explicit parallel.bucket still buckets by size (DeepSpeed's
+  // reduce_bucket_size).
+  if (par.zero >= 3 && par.bucket.count() <= 0 && par.dp_impl != DpImpl::mirrored) {
+    p.per_unit = true;
+    p.megatron = false;
+  }
   return p;
 }
 
@@ -187,12 +197,12 @@ void add_buckets(StageGraph& g, const StepInputs& in, const BucketPolicy& policy
       else open.expert_params += params;
       filled += params * gb;
       has_open = true;
-      if (bucketed && filled >= (bs.empty() ? first_cap : cap)) close(i);
+      if (bucketed && !policy.per_unit && filled >= (bs.empty() ? first_cap : cap)) close(i);
     }
     if (has_open && per_chunk && i + 1 < slots.size() && chunk_of(i + 1) != chunk_of(i)) close(i);
     // Horovod fuses tensors on its own cycle (parallel.fusion_buffer): each layer is handed over
-    // as soon as it is ready.
-    if (has_open && impl == DpImpl::horovod) close(i);
+    // as soon as it is ready; ZeRO-3 reduces each unit on its own.
+    if (has_open && (impl == DpImpl::horovod || policy.per_unit)) close(i);
   }
   if (has_open && !slots.empty()) close(slots.size() - 1);
   g.slot_bucket = std::move(closes_at);

@@ -46,6 +46,9 @@ void param_gather_wait(StageWriter& w, double bucket_params);
 struct BucketPolicy {
   Bytes cap;
   bool megatron = false;
+  // ZeRO-3 without parallel.bucket: one reduce-scatter per gathered unit (a layer's slot), as
+  // FSDP reduces each FlatParameter of its units; the cap is not used.
+  bool per_unit = false;
 };
 BucketPolicy bucket_policy(const StepInputs& in, const Layout& lay, bool transformer);
 // Megatron-Core buckets only the first pipeline stage's first model chunk; every other stage and

@@ -28,7 +28,7 @@ struct Counted {
 };
 
 // Two nodes of 8 GPUs, data parallelism 16, `micro` micro-batches of one sequence per step.
-Counted run(int zero, int micro) {
+Counted run(int zero, int micro, Bytes bucket = Bytes::MiB(25)) {
   auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 25), 2, hw::FabricKind::fat_tree, 40))).value();
   StepInputs in;
   in.model = gpt(4, 2048);
@@ -36,6 +36,7 @@ Counted run(int zero, int micro) {
   in.training.micro_batch = 1;
   in.training.seq_len = 1024;
   in.parallel.zero = zero;
+  in.parallel.bucket = bucket;
   in.record_timeline = true;
   auto r = simulate_step(topo, in);
   EXPECT_TRUE(r.ok()) << r.error().to_string();
@@ -56,6 +57,17 @@ TEST(Zero3, ReduceScattersGradientsAfterEveryMicroBatch) {
     EXPECT_EQ(many.reduce_scatters, m * one.reduce_scatters) << m << " micro-batches";
     EXPECT_DOUBLE_EQ(many.optimizer_s, one.optimizer_s) << "the optimizer updates each shard once";
   }
+}
+
+// Without a bucket size (the configuration's default for zero 3), ZeRO-3 reduce-scatters per
+// unit, as FSDP reduces each unit's FlatParameter: the 4 layers plus the embedding's and the
+// head's units (the same units it gathers), 6 per micro-batch. With DDP's 25 MiB buckets a
+// 2048-wide layer (12 x 2048^2 = 50.3 M parameters, 201 MB of fp32 gradients) is cut into several.
+TEST(Zero3, ReduceScattersOneUnitAtATimeUnlessABucketIsGiven) {
+  const Counted units = run(3, 1, Bytes(0));
+  EXPECT_EQ(units.reduce_scatters, 6);
+  EXPECT_EQ(run(3, 2, Bytes(0)).reduce_scatters, 12);
+  EXPECT_GT(run(3, 1).reduce_scatters, units.reduce_scatters);
 }
 
 TEST(Zero3, DistributedOptimizerReducesOnceAfterTheLastMicroBatch) {
