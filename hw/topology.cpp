@@ -538,7 +538,7 @@ Expected<Topology> Topology::build(const ClusterSpec& spec) {
   // Leaves filled with NICs in node-major order, whole nodes to a leaf: a node whose NICs do not
   // fit in the current leaf's free downlinks starts the next one (as a server is cabled to one
   // top-of-rack switch), so a leaf of 20 ports takes 2 nodes of 8 NICs and leaves 4 ports free.
-  // Only a node with more NICs than a leaf has downlinks is split, into leaves of its own.
+  // Only a node with more NICs than a leaf has downlinks is split, over fresh leaves.
   // (Nodes straddling leaves made destination routing collide: the ring's flows out of a leaf
   // went to two leaves at the same port positions, 2x slower at 48 nodes of 8 on 20-port leaves
   // than at 40 or 56.)
