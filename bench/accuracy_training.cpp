@@ -36,13 +36,20 @@ double megatron_flops(double batch, double seq, double layers, double hidden, do
   return 96 * batch * seq * layers * hidden * hidden * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden));
 }
 
+// Megatron-LM's count since Megatron-Core (num_floating_point_operations, megatron/training/
+// training.py), no recomputation, for GPT shapes (ffn 4h, no grouped queries):
+// 72 B s l h^2 (1 + s / (6 h) + V / (12 l h)).
+double megatron_core_flops(double batch, double seq, double layers, double hidden, double vocab) {
+  return 72 * batch * seq * layers * hidden * hidden * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden));
+}
+
 // The rows of one dataset that give the model's shape (Megatron-LM, MosaicML): the published
 // figure is Megatron's TFLOP/s (recomputation counted) or tokens/s; both are compared as step times.
 Status shaped_rows(const config::Registry& reg, const std::string& dataset, const std::string& section, Results& out) {
   auto rows = read_csv(std::string(DTSIM_SOURCE_DIR) + "/data/published/training-throughput-published.csv");
   if (!rows) return rows.error();
   const std::string fit = fit_of(reg, dataset, kStepConstants);
-  const bool tokens = section != "megatron";
+  const bool tokens = section != "megatron" && section != "megatron-core";
   std::string md = fmt::format("Dataset `{}`: **{}**.\n\n", dataset, fit);
   md += fmt::format("| model | node | GPUs | TP | CP | PP | DP | ZeRO | batch | micro | published {} | dtsim | error | step s (published) | step s (dtsim) | compute | TP comm. | PP comm. | DP comm. | bubble |\n"
                     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -51,26 +58,30 @@ Status shaped_rows(const config::Registry& reg, const std::string& dataset, cons
     if (field(r, "system") != dataset) continue;
     const int gpus = std::stoi(field(r, "gpus"));
     const double batch = std::stod(field(r, "global_batch")), seq = std::stod(field(r, "seq_len"));
-    const bool megatron_shape = field(r, "flops_convention") == "megatron-96";
+    const std::string convention = field(r, "flops_convention");
+    const bool megatron_shape = convention == "megatron-96" || convention == "megatron-core";
+    const long long vocab = field(r, "vocab").empty() ? (megatron_shape ? 51200 : 50368) : std::stoll(field(r, "vocab"));
+    const std::string tied = field(r, "tied_embeddings").empty() ? std::string("true") : field(r, "tied_embeddings");
     // A preset where the row gives no shape; else Megatron's GPT (learned positions, biases,
     // vocabulary 51,200) or MPT (no biases, ALiBi: no position parameters, vocabulary 50,368).
     const std::string model =
         field(r, "hidden").empty()
             ? field(r, "model")
             : fmt::format("{{name: {}, kind: transformer, hidden: {}, layers: {}, heads: {}, ffn: {}, vocab: {}, max_seq: {}, gated_mlp: false, "
-                          "bias: {}, tied_embeddings: true, positions: {}, norm: layernorm, encoder: false}}",
-                          field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"), 4 * std::stoll(field(r, "hidden")),
-                          megatron_shape ? 51200 : 50368, field(r, "seq_len"), megatron_shape ? "true" : "false", megatron_shape ? "learned" : "rotary");
+                          "bias: {}, tied_embeddings: {}, positions: {}, norm: layernorm, encoder: false}}",
+                          field(r, "model"), field(r, "hidden"), field(r, "layers"), field(r, "heads"), 4 * std::stoll(field(r, "hidden")), vocab,
+                          field(r, "seq_len"), megatron_shape ? "true" : "false", tied, megatron_shape ? "learned" : "rotary");
     const std::string yaml = fmt::format(
         "cluster: {{node: {}, nodes: {}, fabric: {{kind: fat-tree, nic: {}, nics_per_node: 8}}}}\n"
         "model: {}\n"
         "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, recompute: {}, optimizer: adam{}}}\n"
-        "parallel: {{tp: {}, cp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, dp_impl: {}, sequence_parallel: {}{}{}{}}}\n",
+        "parallel: {{tp: {}, cp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, dp_impl: {}, sequence_parallel: {}{}{}{}{}}}\n",
         field(r, "node"), gpus / 8, field(r, "nic"), model, field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "precision"),
         field(r, "grad_dtype"), field(r, "recompute"), field(r, "attention").empty() ? std::string() : ", attention: " + field(r, "attention"), field(r, "tp"), field(r, "cp"), field(r, "pp"), field(r, "dp"), field(r, "schedule"), field(r, "zero"), field(r, "dp_impl"),
         field(r, "sequence_parallel"), field(r, "virtual_stages").empty() ? std::string() : ", virtual_stages: " + field(r, "virtual_stages"),
         field(r, "bucket").empty() ? std::string() : ", bucket: " + field(r, "bucket"),
-        field(r, "overlap_param_gather").empty() ? std::string() : ", overlap_param_gather: " + field(r, "overlap_param_gather"));
+        field(r, "overlap_param_gather").empty() ? std::string() : ", overlap_param_gather: " + field(r, "overlap_param_gather"),
+        field(r, "tp_overlap").empty() ? std::string() : ", tp_overlap: " + field(r, "tp_overlap"));
     auto res = simulate(field(r, "model") + ".yaml", {}, yaml);
     if (!res) return res.error();
     double pub = 0, sim = 0, pub_step = 0;
@@ -79,7 +90,9 @@ Status shaped_rows(const config::Registry& reg, const std::string& dataset, cons
       pub_step = batch * seq / (pub * gpus);
       sim = batch * seq / res->step_time_s / gpus;
     } else {
-      const double flops = megatron_flops(batch, seq, std::stod(field(r, "layers")), std::stod(field(r, "hidden")), 51200);
+      const double layers = std::stod(field(r, "layers")), hidden = std::stod(field(r, "hidden"));
+      const double flops = convention == "megatron-core" ? megatron_core_flops(batch, seq, layers, hidden, static_cast<double>(vocab))
+                                                         : megatron_flops(batch, seq, layers, hidden, static_cast<double>(vocab));
       pub = std::stod(field(r, "tflops_per_gpu"));
       pub_step = flops / (gpus * pub * 1e12);
       sim = flops / (gpus * res->step_time_s * 1e12);
@@ -126,6 +139,7 @@ Status training(const config::Registry& reg, Results& out) {
     out.sections.push_back(Section{"llama3", md});
   }
   if (auto st = shaped_rows(reg, "nvidia-megatron-selene", "megatron", out); !st) return st;
+  if (auto st = shaped_rows(reg, "nvidia-megatron-core-h100", "megatron-core", out); !st) return st;
   if (auto st = shaped_rows(reg, "mosaicml-llm-foundry", "mosaicml", out); !st) return st;
   if (auto st = shaped_rows(reg, "nvidia-nemo-h100", "nemo", out); !st) return st;
   {

@@ -377,6 +377,9 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     }
     if (auto v = pr->integer("zero", false, 0, 3)) p.zero = static_cast<int>(*v);
     if (auto v = pr->boolean("sequence_parallel")) p.sequence_parallel = *v;
+    if (auto v = enum_field(*pr, "tp_overlap", workloads::TpOverlap::backward, workloads::parse_tp_overlap, "none, backward, userbuffers")) {
+      p.tp_overlap = *v;
+    }
     if (auto v = pr->boolean("overlap_param_gather")) p.overlap_param_gather = *v;
     if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
                             "ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server")) {
@@ -525,6 +528,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                                            {"update_bandwidth", to_string(p.parameter_server.update_bandwidth)}}}};
   if (p.cp > 1 || p.cp_comm != workloads::CpComm::p2p) res["parallel"]["cp_comm"] = std::string(workloads::to_string(p.cp_comm));
   if (p.overlap_param_gather) res["parallel"]["overlap_param_gather"] = true;
+  if (p.tp > 1) res["parallel"]["tp_overlap"] = std::string(workloads::to_string(p.tp_overlap));
   if (p.split != workloads::PipelineSplit::even) res["parallel"]["pipeline_split"] = std::string(workloads::to_string(p.split));
   if (t.data) {
     const auto& d = *t.data;

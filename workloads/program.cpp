@@ -184,7 +184,9 @@ Pass backward_of(const Pass& fwd) {
       s.comm_overlaps = true;
     } else if (i > 0) {
       const Segment& before = fwd.segments[static_cast<std::size_t>(i - 1)];
-      if (before.comm && !before.comm_overlaps) {
+      if (before.backward_comm) {
+        s.comm = before.backward_comm;
+      } else if (before.comm && !before.comm_overlaps && before.comm->op != CollOp::allreduce) {
         CommStep c = *before.comm;
         c.op = dual(c.op);
         s.comm = c;
@@ -224,6 +226,103 @@ std::optional<CommStep> tp_comm(const ProgramShape& sh, CollOp op, double bytes)
   return CommStep{op, CommGroup::tp, Bytes(static_cast<I>(bytes))};
 }
 
+bool is_tp(const Segment& s, CollOp op) { return s.comm && !s.comm_overlaps && s.comm->group == CommGroup::tp && s.comm->op == op; }
+bool named(const Kernel& k, std::string_view name) { return std::string_view(k.name) == name; }
+
+// `parts` problems of `rows` rows each of a GEMM (its m dimension cut into pieces, as Transformer
+// Engine's overlapped GEMMs cut the tokens); FLOPs and bytes in proportion to the rows.
+Kernel gemm_rows(const Kernel& k, I rows, I parts) {
+  Kernel c = k;
+  const double frac = static_cast<double>(rows * parts) / static_cast<double>(k.m);
+  c.m = rows;
+  c.batch = k.batch * parts;
+  c.flops = k.flops * frac;
+  c.bytes = k.bytes * frac;
+  return c;
+}
+
+// Megatron's column-parallel backward (tp_overlap backward and userbuffers): the input gradient's
+// reduction (the collective behind the layer's weight-gradient GEMM in the backward pass) runs
+// beside that GEMM, and with sequence parallelism the layer's saved input shard is all-gathered
+// again, beside the input-gradient GEMM, for the weight gradient. With tp_overlap none the
+// re-gather blocks, as every collective does.
+Pass column_parallel_backward(const Pass& bwd, const ProgramShape& sh) {
+  const bool sp = sh.sequence_parallel && sh.tp > 1;
+  Pass out;
+  for (const Segment& s : bwd.segments) {
+    const CollOp reduce = sp ? CollOp::reducescatter : CollOp::allreduce;
+    int j = -1;
+    for (int i = static_cast<int>(s.kernels.size()) - 1; i >= 1 && j < 0; --i) {
+      if (named(s.kernels[static_cast<std::size_t>(i)], "wgrad") && named(s.kernels[static_cast<std::size_t>(i) - 1], "dgrad")) j = i;
+    }
+    if (!is_tp(s, reduce) || j < 0) {
+      out.segments.push_back(s);
+      continue;
+    }
+    const auto at = [&](int i) { return s.kernels.begin() + i; };
+    const bool async = sh.tp_overlap != TpOverlap::none;
+    Segment before{std::vector<Kernel>(s.kernels.begin(), at(j - 1)), std::nullopt, false};
+    Segment dgrad{{s.kernels[static_cast<std::size_t>(j) - 1]}, std::nullopt, false};
+    if (sp) {
+      if (async) {
+        dgrad.comm = CommStep{CollOp::allgather, CommGroup::tp, s.comm->bytes};
+        dgrad.comm_overlaps = true;
+      } else {
+        before.comm = CommStep{CollOp::allgather, CommGroup::tp, s.comm->bytes};
+      }
+    }
+    Segment wgrad{{s.kernels[static_cast<std::size_t>(j)]}, s.comm, async};
+    Segment after{std::vector<Kernel>(at(j + 1), s.kernels.end()), std::nullopt, false};
+    if (!before.kernels.empty() || before.comm) out.segments.push_back(std::move(before));
+    out.segments.push_back(std::move(dgrad));
+    out.segments.push_back(std::move(wgrad));
+    if (!after.kernels.empty()) out.segments.push_back(std::move(after));
+  }
+  return out;
+}
+
+// Transformer Engine's userbuffers (tp_overlap userbuffers, Megatron's --tp-comm-overlap, with
+// the methods of NeMo's and Megatron-Bridge's H100 configurations): a sequence-parallel all-gather
+// in front of a GEMM becomes a ring exchange, the GEMM in tp pieces of the tokens, each piece
+// computed while the next travels, so the gather runs beside all but the last piece; a
+// reduce-scatter behind a GEMM is pipelined in 4 pieces, each piece reduced while the next is
+// computed, so all but the first piece's GEMM and the last piece's reduction overlap.
+Pass userbuffers(const Pass& pass, const ProgramShape& sh) {
+  constexpr I kPipelineSplits = 4;
+  Pass out;
+  const auto& seg = pass.segments;
+  for (std::size_t i = 0; i < seg.size(); ++i) {
+    Segment s = seg[i];
+    if (is_tp(s, CollOp::allgather) && i + 1 < seg.size() && !seg[i + 1].kernels.empty() && seg[i + 1].kernels.front().cls == KernelClass::gemm &&
+        !seg[i + 1].comm_overlaps) {
+      const CommStep gather = *s.comm;
+      s.comm.reset();
+      if (!s.kernels.empty()) out.segments.push_back(std::move(s));
+      Segment next = seg[++i];
+      const Kernel g = next.kernels.front();
+      const I rows = g.m / sh.tp;
+      Segment ring{{gemm_rows(g, rows, sh.tp - 1)}, gather, true};
+      out.segments.push_back(std::move(ring));
+      next.kernels.front() = gemm_rows(g, g.m - rows * (sh.tp - 1), 1);
+      s = std::move(next);
+    }
+    if (is_tp(s, CollOp::reducescatter) && !s.kernels.empty() && s.kernels.back().cls == KernelClass::gemm && s.kernels.back().m >= kPipelineSplits) {
+      const CommStep scatter = *s.comm;
+      const Kernel g = s.kernels.back();
+      const I rows = g.m / kPipelineSplits;
+      s.kernels.back() = gemm_rows(g, g.m - rows * (kPipelineSplits - 1), 1);
+      s.comm.reset();
+      out.segments.push_back(std::move(s));
+      const I piece = scatter.bytes.count() / kPipelineSplits;
+      out.segments.push_back(Segment{{gemm_rows(g, rows, kPipelineSplits - 1)}, CommStep{scatter.op, scatter.group, Bytes(scatter.bytes.count() - piece)}, true});
+      out.segments.push_back(Segment{{}, CommStep{scatter.op, scatter.group, Bytes(piece)}, false});
+      continue;
+    }
+    out.segments.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, const ParallelSpec& par, const Layout& lay) {
@@ -235,6 +334,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.cp_comm = par.cp_comm;
   sh.ep = lay.ep();
   sh.sequence_parallel = par.sequence_parallel && lay.tp() > 1;
+  sh.tp_overlap = par.tp_overlap;
   sh.precision = tr.precision;
   sh.recompute = tr.recompute;
   sh.attention = tr.attention;
@@ -273,6 +373,11 @@ Status validate_transformer(const TransformerSpec& m, const ProgramShape& s) {
     return Error(fmt::format("cp ({}) needs the sequence length ({}) to be a multiple of 2 x cp (load-balanced causal chunks)", s.cp, s.seq),
                  "parallel.cp");
   }
+  if (s.tp > 1 && s.tp_overlap == TpOverlap::userbuffers && !s.sequence_parallel) {
+    return Error("tp_overlap userbuffers overlaps the sequence-parallel all-gathers and reduce-scatters: it needs sequence_parallel: true (as "
+                 "Megatron-LM's --tp-comm-overlap does)",
+                 "parallel.tp_overlap");
+  }
   if (s.sequence_parallel && s.tp > 1 && (s.micro_batch * s.seq / s.cp) % s.tp != 0) {
     return Error("sequence parallelism needs micro_batch x seq_len / cp to be a multiple of tp", "parallel.sequence_parallel");
   }
@@ -292,7 +397,6 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   const Dims x = dims_of(m, sh);
   const double act_bytes = static_cast<double>(x.T * x.h * ty.act);  // a full [tokens, hidden] tensor
   const bool sp = sh.sequence_parallel && sh.tp > 1;
-  const CollOp to_tp = sp ? CollOp::allgather : CollOp::allreduce;     // entering / leaving a TP region
   const double causal = m.encoder ? 1.0 : 0.5;
   LayerProgram p;
   p.name = "block";
@@ -301,12 +405,14 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   // Attention.
   Segment ln1{{mem(ty, "layernorm", 2.0 * x.Tn * x.h, MemoryKind::norm)}, std::nullopt, false};
   Segment attn;
+  // Entering the tensor-parallel region: an all-gather of the sequence shards, or without sequence
+  // parallelism Megatron's copy (identity forward, all-reduce of the input gradient backward).
   if (sp) {
     ln1.comm = tp_comm(sh, CollOp::allgather, act_bytes);
-    fwd.segments.push_back(ln1);
   } else {
-    attn.kernels = ln1.kernels;
+    ln1.backward_comm = tp_comm(sh, CollOp::allreduce, act_bytes);
   }
+  fwd.segments.push_back(ln1);
   attn.kernels.push_back(lin(ty, "qkv", x.T, (x.qdim + 2 * x.kvdim) / x.t, x.h));
   if (m.positions == Positions::rotary) attn.kernels.push_back(mem(ty, "rotary", 2.0 * x.T * (x.qdim + x.kvdim) / x.t));
   std::vector<Kernel> core;
@@ -416,11 +522,11 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   } else {
     Segment mlp;
     if (sp) {
-      pre.comm = tp_comm(sh, to_tp, act_bytes);
-      fwd.segments.push_back(pre);
+      pre.comm = tp_comm(sh, CollOp::allgather, act_bytes);
     } else {
-      mlp.kernels = pre.kernels;
+      pre.backward_comm = tp_comm(sh, CollOp::allreduce, act_bytes);
     }
+    fwd.segments.push_back(pre);
     mlp.kernels.push_back(lin(ty, "mlp_up", x.T, gate * x.f / x.t, x.h));
     mlp.kernels.push_back(mem(ty, "activation", static_cast<double>(x.T) * static_cast<double>(x.f / x.t) * static_cast<double>(gate + 1), MemoryKind::activation));
     mlp.kernels.push_back(lin(ty, "mlp_down", x.T, x.h, x.f / x.t));
@@ -429,7 +535,11 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   }
   fwd.segments.push_back(Segment{{residual_op(ty, sh, "dropout_residual", static_cast<double>(x.Tn * x.h))}, std::nullopt, false});
 
-  p.backward = backward_of(fwd);
+  p.backward = column_parallel_backward(backward_of(fwd), sh);
+  if (sh.tp_overlap == TpOverlap::userbuffers && sp) {
+    p.backward = userbuffers(p.backward, sh);
+    fwd = userbuffers(fwd, sh);
+  }
   if (sh.recompute == Recompute::full) {
     p.recompute = fwd;
   } else if (sh.recompute == Recompute::selective && sh.attention == Attention::standard) {
@@ -500,10 +610,10 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   Segment logits;
   if (sh.sequence_parallel && sh.tp > 1) {
     norm.comm = tp_comm(sh, CollOp::allgather, act_bytes);
-    p.forward.segments.push_back(norm);
   } else {
-    logits.kernels = norm.kernels;
+    norm.backward_comm = tp_comm(sh, CollOp::allreduce, act_bytes);
   }
+  p.forward.segments.push_back(norm);
   if (m.encoder) logits.kernels.push_back(lin(ty, "mlm_transform", x.T, x.h, x.h));
   logits.kernels.push_back(lin(ty, "lm_head", x.T, m.vocab / x.t, x.h));
   // Vocabulary-parallel cross-entropy: a row-wise log-softmax (one block per row) that passes over
@@ -520,7 +630,7 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   logits.kernels.push_back(ce);
   logits.comm = tp_comm(sh, CollOp::allreduce, 8.0 * static_cast<double>(x.T));
   p.forward.segments.push_back(logits);
-  p.backward = backward_of(p.forward);
+  p.backward = column_parallel_backward(backward_of(p.forward), sh);
   if (sh.recompute == Recompute::full) p.recompute = Pass{};
   p.params = (m.tied_embeddings ? 0 : m.vocab * x.h / x.t) + (m.norm == Norm::layernorm ? 2 : 1) * x.h +
              (m.encoder ? x.h * x.h + 3 * x.h + m.vocab / x.t : 0);

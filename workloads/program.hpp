@@ -1,7 +1,9 @@
 // What one rank computes and communicates for each layer and micro-batch: kernels grouped into
 // segments, each segment followed (or accompanied) by a collective. The backward pass mirrors the
 // forward: segments in reverse, every kernel replaced by its gradient kernels, every collective by
-// its dual (all-reduce <-> all-reduce, all-gather <-> reduce-scatter, all-to-all <-> all-to-all).
+// its dual (all-gather <-> reduce-scatter, all-to-all <-> all-to-all; an all-reduce of a
+// row-parallel layer's output has none, its gradient being the same on every rank), and a
+// segment's backward_comm runs where the forward has none.
 #pragma once
 
 #include <optional>
@@ -31,6 +33,10 @@ struct Segment {
   std::vector<Kernel> kernels;
   std::optional<CommStep> comm;
   bool comm_overlaps = false;  // the collective runs beside the kernels (ring attention)
+  // A collective the forward pass does not run here but its gradient does, after the next
+  // segment's gradient kernels: Megatron's identity-forward, all-reduce-backward operator in front
+  // of a column-parallel layer without sequence parallelism.
+  std::optional<CommStep> backward_comm = std::nullopt;
 };
 
 struct Pass {
@@ -58,6 +64,7 @@ struct ProgramShape {
   int tp = 1, cp = 1, ep = 1;
   CpComm cp_comm = CpComm::p2p;  // how context parallelism moves K and V (training.hpp)
   bool sequence_parallel = false;
+  TpOverlap tp_overlap = TpOverlap::backward;  // training.hpp
   hw::DType precision = hw::DType::bf16;
   Recompute recompute = Recompute::none;
   Attention attention = Attention::flash;

@@ -78,6 +78,22 @@ std::optional<DpImpl> parse_dp_impl(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(TpOverlap t) {
+  switch (t) {
+    case TpOverlap::none: return "none";
+    case TpOverlap::backward: return "backward";
+    case TpOverlap::userbuffers: return "userbuffers";
+  }
+  return "?";
+}
+
+std::optional<TpOverlap> parse_tp_overlap(std::string_view s) {
+  for (TpOverlap t : {TpOverlap::none, TpOverlap::backward, TpOverlap::userbuffers}) {
+    if (to_string(t) == s) return t;
+  }
+  return std::nullopt;
+}
+
 std::optional<CpComm> parse_cp_comm(std::string_view s) {
   for (CpComm c : {CpComm::p2p, CpComm::allgather, CpComm::a2a}) {
     if (to_string(c) == s) return c;

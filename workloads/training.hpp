@@ -43,6 +43,20 @@ enum class DpImpl { ddp, horovod, no_overlap, mirrored, dataparallel, parameter_
 //  a2a        DeepSpeed-Ulysses: Q, K and V all-to-all'd from sequence shards to head shards before
 //             attention and the output back after it, exposed (Jacobs et al. 2023)
 enum class CpComm { p2p, allgather, a2a };
+// How a tensor-parallel rank's collectives meet the GEMMs beside them (`parallel.tp_overlap`):
+//  none         every collective blocks the compute stream (Megatron-LM before its asynchronous
+//               tensor-parallel backward of September 2021)
+//  backward     a column-parallel layer's backward reduces its input gradient (reduce-scatter with
+//               sequence parallelism, all-reduce without) beside its weight-gradient GEMM and, with
+//               sequence parallelism, all-gathers its saved input again beside its input-gradient
+//               GEMM (Megatron-LM / Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication,
+//               Transformer Engine's Linear); the other collectives block
+//  userbuffers  Transformer Engine's userbuffers (Megatron's --tp-comm-overlap) as well: the
+//               sequence-parallel all-gathers in front of a GEMM (forward QKV and MLP-up, backward
+//               input gradients of the output projection and MLP-down) run chunk by chunk beside it
+//               (ring exchange), and the reduce-scatters behind the forward's output projection and
+//               MLP-down pipeline with it in 4 pieces
+enum class TpOverlap { none, backward, userbuffers };
 
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
@@ -50,12 +64,14 @@ std::string_view to_string(Attention a);
 std::string_view to_string(Framework f);
 std::string_view to_string(DpImpl d);
 std::string_view to_string(CpComm c);
+std::string_view to_string(TpOverlap t);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::optional<Attention> parse_attention(std::string_view s);
 std::optional<Framework> parse_framework(std::string_view s);
 std::optional<DpImpl> parse_dp_impl(std::string_view s);
 std::optional<CpComm> parse_cp_comm(std::string_view s);
+std::optional<TpOverlap> parse_tp_overlap(std::string_view s);
 
 // Where training data comes from and how it reaches the GPUs (`training.data`). A loader runs
 // beside the GPUs (PyTorch DataLoader workers, tf.data) with prefetching, so in steady state a step
@@ -134,6 +150,7 @@ struct ParallelSpec {
   PipelineSplit split = PipelineSplit::even;  // how blocks are spread over the virtual stages (schedule.hpp)
   int zero = 0;                    // 0 (plain data parallel), 1, 2 or 3 (3 = FSDP full sharding)
   bool sequence_parallel = false;
+  TpOverlap tp_overlap = TpOverlap::backward;
   // Megatron-Core's --overlap-param-gather (zero 1 or 2): the distributed optimizer's all-gather of
   // the updated parameters runs bucket by bucket under the next step's first forward pass, each
   // bucket waited for before its first layer, instead of after the optimizer step.
