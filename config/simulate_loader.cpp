@@ -338,6 +338,15 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       if (*v == "hash") t.dropout_hash_rng = true;
       else if (*v != "philox") tr->error("dropout_rng", fmt::format("'{}' is not one of: philox, hash", *v));
     }
+    if (auto v = tr->string("cross_entropy")) {
+      if (*v == "unfused") t.cross_entropy_unfused = true;
+      else if (*v != "fused") tr->error("cross_entropy", fmt::format("'{}' is not one of: fused, unfused", *v));
+      if (t.framework != workloads::Framework::megatron) {
+        ctx.notes.push_back(fmt::format("training.cross_entropy {} has no effect: it describes the megatron program's loss (the {} "
+                                        "program runs PyTorch's own cross-entropy kernels)",
+                                        *v, workloads::to_string(t.framework)));
+      }
+    }
     if (auto v = tr->string("head_layout")) {
       if (*v == "split") t.head_layout_split = true;
       else if (*v != "permute") tr->error("head_layout", fmt::format("'{}' is not one of: permute, split", *v));
@@ -504,7 +513,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"framework", std::string(workloads::to_string(t.framework))},
                      {"dropout_mask", t.dropout_mask_regenerated ? "regenerated" : "stored"},
                      {"dropout_rng", t.dropout_hash_rng ? "hash" : "philox"},
-                     {"head_layout", t.head_layout_split ? "split" : "permute"}};
+                     {"head_layout", t.head_layout_split ? "split" : "permute"},
+                     {"cross_entropy", t.cross_entropy_unfused ? "unfused" : "fused"}};
   if (t.dropout) res["training"]["dropout"] = *t.dropout;
   res["parallel"] = {{"tp", p.tp},
                      {"pp", p.pp},

@@ -344,6 +344,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.dropout_regenerated = tr.dropout_mask_regenerated;
   sh.dropout_hash_rng = tr.dropout_hash_rng;
   sh.head_layout_split = tr.head_layout_split;
+  sh.cross_entropy_unfused = tr.cross_entropy_unfused;
   return sh;
 }
 
@@ -627,6 +628,17 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   const double passes = row_bytes > kRowOnChipBytes ? 3.0 : 1.0;
   Kernel ce = memory_op("cross_entropy", logit_el * (passes * ty.act + 4.0), ty.act_math, MemoryKind::softmax);
   ce.backward_bytes = logit_el * (ty.act + 4.0);
+  if (sh.cross_entropy_unfused) {
+    // Megatron-LM's VocabParallelCrossEntropy (megatron/core/tensor_parallel/cross_entropy.py,
+    // r0.8.0) after logits.float(), one PyTorch operation per pass, fp32 in place: the cast
+    // (16-bit read, fp32 written), the row maximum (read), the subtraction, the exponential (read
+    // and written each), the row sum (read) and the division into the softmax kept for the
+    // backward (read and written); 38 bytes per logit with 16-bit logits. Backward: the softmax
+    // times the loss gradient in place (8 bytes) and the fp32 gradient cast back to 16 bits
+    // (4 + 2): 14 bytes. All at the stream rate.
+    ce = memory_op("cross_entropy_unfused", logit_el * (ty.act + 4.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0), ty.act_math, MemoryKind::stream);
+    ce.backward_bytes = logit_el * (8.0 + 4.0 + ty.act);
+  }
   logits.kernels.push_back(ce);
   logits.comm = tp_comm(sh, CollOp::allreduce, 8.0 * static_cast<double>(x.T));
   p.forward.segments.push_back(logits);

@@ -116,6 +116,11 @@ struct TrainingSpec {
   // projection and one permute-and-copy of the context (PyTorch copies), or dtsim-validate's own
   // kernels that split Q, K and V out by head and merge the context back (head_layout: split).
   bool head_layout_split = false;
+  // The vocabulary-parallel cross-entropy as one fused kernel (Megatron-Core's
+  // --cross-entropy-loss-fusion, Transformer Engine's, dtsim-validate's) or as Megatron-LM's
+  // PyTorch operations on fp32 logits (its default through Megatron-Core r0.8:
+  // VocabParallelCrossEntropy after logits.float(); cross_entropy: unfused).
+  bool cross_entropy_unfused = false;
   std::optional<InputPipeline> data;       // nullopt: data is assumed to be on the GPU in time (not modelled)
 };
 

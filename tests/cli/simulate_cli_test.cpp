@@ -500,6 +500,30 @@ TEST(SimulateCli, TensorParallelOverlapHidesCommunicationInOrder) {
   EXPECT_NE(no_sp.out.find("needs sequence_parallel: true"), std::string::npos) << no_sp.out;
 }
 
+// training.cross_entropy: Megatron-LM's unfused loss adds 38 - 10 bytes per logit forward and
+// 14 - 6 backward over the fused kernel (program_test.cpp counts them); on one H100 for GPT-2's
+// 50,257-entry vocabulary the step grows, the JSON echoes it, and a bad value is refused.
+TEST(SimulateCli, UnfusedCrossEntropyLengthensTheStepAndIsChecked) {
+  const std::string f = temp("ce.yaml");
+  auto run_with = [&](const std::string& ce) {
+    std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: gpt2-124m\n"
+                        "training: {global_batch: 8, micro_batch: 8, seq_len: 1024, cross_entropy: " << ce << "}\n";
+    const Result r = run("simulate " + f + " --json " + temp("ce.json"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::ifstream in(temp("ce.json"));
+    return nlohmann::json::parse(in);
+  };
+  const auto fused = run_with("fused"), unfused = run_with("unfused");
+  EXPECT_GT(unfused["result"]["step_time_s"].get<double>(), fused["result"]["step_time_s"].get<double>());
+  EXPECT_EQ(unfused["config"]["training"]["cross_entropy"], "unfused");
+  std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: gpt2-124m\n"
+                      "training: {global_batch: 8, cross_entropy: apex}\n";
+  const Result bad = run("simulate " + f);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find(f + ":3"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("'apex' is not one of: fused, unfused"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 
 // A step graph written with --dump-graph and run with --graph gives the same step; an edited graph

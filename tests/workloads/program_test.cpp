@@ -527,6 +527,38 @@ TEST(LayerProgram, CrossEntropyBytesByHand) {
 
 // Adam: fp32 master weight and two moments read and written (24 B), the fp32 gradient read (4 B)
 // and the bf16 weight written (2 B): 30 bytes per parameter (the harness's adam kernel).
+// Megatron-LM's unfused loss (training.cross_entropy: unfused): the PyTorch passes of
+// VocabParallelCrossEntropy over fp32 logits, counted from its source: cast 2 + 4, maximum 4,
+// subtraction 4 + 4, exponential 4 + 4, sum 4, division 4 + 4 = 38 bytes per bf16 logit forward;
+// softmax times the loss gradient 4 + 4 and the cast back 4 + 2 = 14 backward; at the stream rate.
+TEST(LayerProgram, UnfusedCrossEntropyBytesByHand) {
+  const TransformerSpec m = gpt_small();
+  const double T = 8 * 1024, V = 50304;
+  ProgramShape sh;
+  sh.micro_batch = 8;
+  sh.seq = 1024;
+  sh.cross_entropy_unfused = true;
+  const LayerProgram p = transformer_head(m, sh);
+  int forward = 0, backward = 0;
+  for (const auto& seg : p.forward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) != "cross_entropy_unfused") continue;
+      ++forward;
+      EXPECT_DOUBLE_EQ(k.bytes, T * V * 38);
+      EXPECT_EQ(k.kind, MemoryKind::stream);
+    }
+  }
+  for (const auto& seg : p.backward.segments) {
+    for (const Kernel& k : seg.kernels) {
+      if (std::string(k.name) != "cross_entropy_unfused") continue;
+      ++backward;
+      EXPECT_DOUBLE_EQ(k.bytes, T * V * 14);
+    }
+  }
+  EXPECT_EQ(forward, 1);
+  EXPECT_EQ(backward, 1);
+}
+
 TEST(LayerProgram, AdamUpdateBytesByHand) {
   TrainingSpec tr;
   tr.precision = hw::DType::bf16;
