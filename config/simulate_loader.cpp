@@ -347,6 +347,15 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                                         *v, workloads::to_string(t.framework)));
       }
     }
+    if (tr->has("fp8_recipe")) {
+      if (auto v = enum_field(*tr, "fp8_recipe", workloads::Fp8Recipe::delayed, workloads::parse_fp8_recipe, "delayed, current")) {
+        t.fp8_recipe = *v;
+        if (t.precision != hw::DType::fp8) {
+          ctx.notes.push_back(fmt::format("training.fp8_recipe {} has no effect: precision is {}, not fp8", workloads::to_string(*v),
+                                          hw::to_string(t.precision)));
+        }
+      }
+    }
     if (auto v = tr->string("head_layout")) {
       if (*v == "split") t.head_layout_split = true;
       else if (*v != "permute") tr->error("head_layout", fmt::format("'{}' is not one of: permute, split", *v));
@@ -515,6 +524,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                      {"dropout_rng", t.dropout_hash_rng ? "hash" : "philox"},
                      {"head_layout", t.head_layout_split ? "split" : "permute"},
                      {"cross_entropy", t.cross_entropy_unfused ? "unfused" : "fused"}};
+  if (t.precision == hw::DType::fp8) res["training"]["fp8_recipe"] = std::string(workloads::to_string(t.fp8_recipe));
   if (t.dropout) res["training"]["dropout"] = *t.dropout;
   res["parallel"] = {{"tp", p.tp},
                      {"pp", p.pp},

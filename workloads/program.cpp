@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "workloads/fp8_casts.hpp"
+
 #include <fmt/format.h>
 
 namespace dtsim::workloads {
@@ -65,6 +67,11 @@ Kernel lin(const Types& ty, const char* name, I m, I n, I k) {
   g.weighted = true;
   return g;
 }
+
+// Megatron's own linear layers (the output layer, BERT's transform, the MoE router) are not
+// Transformer Engine's, so they stay in 16 bits under precision fp8 (Megatron-Core gpt_model.py:
+// tensor_parallel.ColumnParallelLinear, TE's only with MXFP8 output projections).
+Types non_te(const Types& ty) { return ty.math == hw::DType::fp8 ? types_of(hw::DType::bf16) : ty; }
 
 Kernel bmm(const Types& ty, const char* name, I batch, I m, I n, I k) {
   return gemm(name, m, n, k, batch, ty.math == hw::DType::fp8 ? hw::DType::bf16 : ty.math, ty.act, ty.act);
@@ -345,6 +352,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.dropout_hash_rng = tr.dropout_hash_rng;
   sh.head_layout_split = tr.head_layout_split;
   sh.cross_entropy_unfused = tr.cross_entropy_unfused;
+  sh.fp8_recipe = tr.fp8_recipe;
   return sh;
 }
 
@@ -505,7 +513,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
     // Tokens stay split across the TP ranks (sequence parallel); each rank routes its tokens to
     // top_k experts over the expert-parallel group and gets them back.
     const I Tm = x.Tn;
-    pre.kernels.push_back(lin(ty, "router", Tm, m.experts, x.h));
+    pre.kernels.push_back(lin(non_te(ty), "router", Tm, m.experts, x.h));
     const double routed = static_cast<double>(Tm * m.top_k * x.h * ty.act);
     pre.comm = CommStep{CollOp::alltoall, CommGroup::ep, Bytes(static_cast<I>(routed))};
     fwd.segments.push_back(pre);
@@ -537,6 +545,7 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   fwd.segments.push_back(Segment{{residual_op(ty, sh, "dropout_residual", static_cast<double>(x.Tn * x.h))}, std::nullopt, false});
 
   p.backward = column_parallel_backward(backward_of(fwd), sh);
+  if (sh.precision == hw::DType::fp8) add_fp8_casts(fwd, p.backward, sh);
   if (sh.tp_overlap == TpOverlap::userbuffers && sp) {
     p.backward = userbuffers(p.backward, sh);
     fwd = userbuffers(fwd, sh);
@@ -615,8 +624,8 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
     norm.backward_comm = tp_comm(sh, CollOp::allreduce, act_bytes);
   }
   p.forward.segments.push_back(norm);
-  if (m.encoder) logits.kernels.push_back(lin(ty, "mlm_transform", x.T, x.h, x.h));
-  logits.kernels.push_back(lin(ty, "lm_head", x.T, m.vocab / x.t, x.h));
+  if (m.encoder) logits.kernels.push_back(lin(non_te(ty), "mlm_transform", x.T, x.h, x.h));
+  logits.kernels.push_back(lin(non_te(ty), "lm_head", x.T, m.vocab / x.t, x.h));
   // Vocabulary-parallel cross-entropy: a row-wise log-softmax (one block per row) that passes over
   // the 16-bit logits three times (maximum, sum, write) and writes fp32 log-probabilities; its
   // backward reads those and writes the 16-bit logit gradient. A row longer than an SM keeps on

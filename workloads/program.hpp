@@ -73,6 +73,7 @@ struct ProgramShape {
   bool dropout_hash_rng = false;     // random numbers from a 64-bit hash (else Philox)
   bool head_layout_split = false;    // standard attention: dtsim-validate's split/merge kernels (else Megatron's permute)
   bool cross_entropy_unfused = false;  // Megatron-LM's cross-entropy as PyTorch operations on fp32 logits (training.hpp)
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // precision fp8: Transformer Engine's scaling (training.hpp)
 };
 
 // The shapes of one run: its training settings on its layout (the engine and the memory estimate

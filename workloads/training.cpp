@@ -94,6 +94,21 @@ std::optional<TpOverlap> parse_tp_overlap(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::delayed: return "delayed";
+    case Fp8Recipe::current: return "current";
+  }
+  return "?";
+}
+
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) {
+  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::current}) {
+    if (to_string(r) == s) return r;
+  }
+  return std::nullopt;
+}
+
 std::optional<CpComm> parse_cp_comm(std::string_view s) {
   for (CpComm c : {CpComm::p2p, CpComm::allgather, CpComm::a2a}) {
     if (to_string(c) == s) return c;

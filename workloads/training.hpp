@@ -57,6 +57,15 @@ enum class CpComm { p2p, allgather, a2a };
 //               (ring exchange), and the reduce-scatters behind the forward's output projection and
 //               MLP-down pipeline with it in 4 pieces
 enum class TpOverlap { none, backward, userbuffers };
+// How Transformer Engine scales a GEMM input to FP8 (`training.fp8_recipe`, with precision fp8);
+// it sets the cast kernels around each GEMM (docs/model.md, "FP8 casts"):
+//  delayed  DelayedScaling (TE's and Megatron-Core's default): the scale comes from earlier
+//           steps' maxima, so a cast is one pass (read 16 bits, write 8) that also records the
+//           maximum, and a norm writes its output in FP8 itself
+//  current  Float8CurrentScaling (NeMo's "FP8-CS"): a pass that finds the tensor's maximum
+//           (nvte_compute_amax) before every cast; norms and TE's activations find it as they
+//           write, Megatron's own activations and the residual stream's gradients do not
+enum class Fp8Recipe { delayed, current };
 
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
@@ -65,6 +74,7 @@ std::string_view to_string(Framework f);
 std::string_view to_string(DpImpl d);
 std::string_view to_string(CpComm c);
 std::string_view to_string(TpOverlap t);
+std::string_view to_string(Fp8Recipe r);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::optional<Attention> parse_attention(std::string_view s);
@@ -72,6 +82,7 @@ std::optional<Framework> parse_framework(std::string_view s);
 std::optional<DpImpl> parse_dp_impl(std::string_view s);
 std::optional<CpComm> parse_cp_comm(std::string_view s);
 std::optional<TpOverlap> parse_tp_overlap(std::string_view s);
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s);
 
 // Where training data comes from and how it reaches the GPUs (`training.data`). A loader runs
 // beside the GPUs (PyTorch DataLoader workers, tf.data) with prefetching, so in steady state a step
@@ -121,6 +132,7 @@ struct TrainingSpec {
   // PyTorch operations on fp32 logits (its default through Megatron-Core r0.8:
   // VocabParallelCrossEntropy after logits.float(); cross_entropy: unfused).
   bool cross_entropy_unfused = false;
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // with precision fp8
   std::optional<InputPipeline> data;       // nullopt: data is assumed to be on the GPU in time (not modelled)
 };
 

@@ -524,6 +524,35 @@ TEST(SimulateCli, UnfusedCrossEntropyLengthensTheStepAndIsChecked) {
   EXPECT_NE(bad.out.find("'apex' is not one of: fused, unfused"), std::string::npos) << bad.out;
 }
 
+// training.fp8_recipe: current scaling's maximum passes lengthen an fp8 step; the recipe is echoed,
+// a bad value is refused at its line, and setting it without fp8 is noted as without effect.
+TEST(SimulateCli, Fp8RecipeCurrentScalingLengthensTheStepAndIsChecked) {
+  const std::string f = temp("fp8.yaml");
+  auto run_with = [&](const std::string& training) {
+    std::ofstream(f) << "cluster: {node: dgx-h100, nodes: 1, gpus_per_node: 1}\nmodel: gpt2-124m\n"
+                        "training: {global_batch: 8, micro_batch: 8, seq_len: 1024, " << training << "}\n";
+    return run("simulate " + f + " --json " + temp("fp8.json"));
+  };
+  auto step = [&](const std::string& training) {
+    const Result r = run_with(training);
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::ifstream in(temp("fp8.json"));
+    return nlohmann::json::parse(in);
+  };
+  const auto delayed = step("precision: fp8"), current = step("precision: fp8, fp8_recipe: current");
+  EXPECT_GT(current["result"]["step_time_s"].get<double>(), delayed["result"]["step_time_s"].get<double>());
+  EXPECT_EQ(delayed["config"]["training"]["fp8_recipe"], "delayed");
+  EXPECT_EQ(current["config"]["training"]["fp8_recipe"], "current");
+  const Result bad = run_with("precision: fp8, fp8_recipe: mxfp8");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find(f + ":3"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("training.fp8_recipe"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("unknown value 'mxfp8' (delayed, current)"), std::string::npos) << bad.out;
+  const Result noted = run_with("fp8_recipe: current");
+  EXPECT_EQ(noted.code, 0) << noted.out;
+  EXPECT_NE(noted.out.find("training.fp8_recipe current has no effect: precision is bf16"), std::string::npos) << noted.out;
+}
+
 }  // namespace
 
 // A step graph written with --dump-graph and run with --graph gives the same step; an edited graph
