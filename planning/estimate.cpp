@@ -105,11 +105,7 @@ const StepEstimator::Layers& StepEstimator::layers(const workloads::TransformerS
   // The same shape the simulator builds its programs from (workloads::program_shape), so that the
   // ranking and the simulation time the same kernels.
   const workloads::ProgramShape sh = workloads::program_shape(m, in.training, in.parallel, lay);
-  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, sh.micro_batch, sh.seq, sh.tp, sh.cp,
-                                      static_cast<int>(sh.cp_comm), sh.ep, sh.sequence_parallel, static_cast<int>(sh.tp_overlap),
-                                      static_cast<int>(sh.precision),
-                                      static_cast<int>(sh.recompute), static_cast<int>(sh.attention), sh.dropout, sh.dropout_regenerated,
-                                      sh.dropout_hash_rng, sh.head_layout_split, sh.cross_entropy_unfused, static_cast<int>(sh.fp8_recipe), in.parallel.order);
+  const LayersKey key{m.name, sh, in.parallel.order};
   auto it = layers_.find(key);
   if (it != layers_.end()) return it->second;
   Layers L;

@@ -68,7 +68,14 @@ class StepEstimator {
   workloads::ComputeModel cm_;
   comm::CommParams comm_;
   std::map<std::string, double> collectives_;
-  std::map<std::string, Layers> layers_;
+  // Layer passes by model, program shape and rank order (every field of the shape compared).
+  struct LayersKey {
+    std::string model;
+    workloads::ProgramShape shape;
+    std::string order;
+    auto operator<=>(const LayersKey&) const = default;
+  };
+  std::map<LayersKey, Layers> layers_;
 };
 
 // Closed forms of the pipeline (exposed for tests): the makespan of m micro-batches over stages

@@ -220,7 +220,7 @@ void Engine::start_compute(Executor& e, Time work, std::function<void()> done) {
 
 void Engine::schedule_compute(Executor& e) {
   const Time wall = e.compute_slow ? Time::from_seconds(e.compute_left.seconds() * (1.0 + in_.compute.comm_slowdown)) : e.compute_left;
-  e.compute_event = sim_.schedule_in(wall, [this, &e] {
+  e.compute_event = sim_.schedule_in(wall, [&e] {
     e.computing = false;
     auto done = std::move(e.compute_done);
     done();

@@ -21,6 +21,9 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   if (par.sequence_parallel && lay.tp() == 1) {
     out.push_back("parallel.sequence_parallel has no effect with tp = 1 (it splits the norm and dropout activations over the tensor-parallel ranks)");
   }
+  if (par.tp_overlap != TpOverlap::backward && lay.tp() == 1) {
+    out.push_back("parallel.tp_overlap has no effect with tp = 1 (there are no tensor-parallel collectives to overlap)");
+  }
   if (par.zero > 0 && lay.dp() == 1) {
     out.push_back("parallel.zero has no effect with dp = 1 (ZeRO shards over the data-parallel ranks)");
   }

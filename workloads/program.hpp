@@ -6,6 +6,7 @@
 // segment's backward_comm runs where the forward has none.
 #pragma once
 
+#include <compare>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,8 @@ struct ProgramShape {
   bool head_layout_split = false;    // standard attention: dtsim-validate's split/merge kernels (else Megatron's permute)
   bool cross_entropy_unfused = false;  // Megatron-LM's cross-entropy as PyTorch operations on fp32 logits (training.hpp)
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // precision fp8: Transformer Engine's scaling (training.hpp)
+  // Every field takes part, so a cache keyed by shapes (planning's StepEstimator) cannot miss one.
+  auto operator<=>(const ProgramShape&) const = default;
 };
 
 // The shapes of one run: its training settings on its layout (the engine and the memory estimate

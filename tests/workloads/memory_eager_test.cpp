@@ -317,6 +317,19 @@ TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
   EXPECT_EQ(one->front(), 12);
 }
 
+TEST(TpOverlapNote, WithOneTensorParallelRankItIsNotedAsWithoutEffect) {
+  StepInputs in;
+  in.model = tiny(HfFamily::gpt2);
+  in.parallel.tp_overlap = TpOverlap::none;
+  auto one = Layout::make(in.parallel, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(has_note(settings_without_effect(in, *one), "parallel.tp_overlap has no effect with tp = 1"));
+  in.parallel.tp = 2;
+  auto two = Layout::make(in.parallel, 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(has_note(settings_without_effect(in, *two), "parallel.tp_overlap"));
+}
+
 TEST(PipelineSplit, WithOneStageItIsNotedAsWithoutEffect) {
   StepInputs in;
   in.model = tiny(HfFamily::gpt2);
