@@ -68,7 +68,7 @@ class StepEstimator {
   workloads::ComputeModel cm_;
   comm::CommParams comm_;
   std::map<std::string, double> collectives_;
-  // Layer passes by model, program shape and rank order (every field of the shape compared).
+  // Layer passes by model name, program shape (every field compared) and rank order.
   struct LayersKey {
     std::string model;
     workloads::ProgramShape shape;

@@ -44,7 +44,7 @@ void add_fp8_casts(Pass& fwd, Pass& bwd, const ProgramShape& sh) {
         site.norm_fed = last != nullptr && last->cls == KernelClass::memory && last->kind == MemoryKind::norm;
         site.gathered = j == 0 && !out.segments.empty() && tp_collective(out.segments.back(), CollOp::allgather);
         site.out_scattered = j + 1 == s.kernels.size() && tp_collective(s, CollOp::reducescatter);
-        const double in_el = static_cast<double>(k.m) * static_cast<double>(k.k);
+        const double in_el = static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.k);  // a batch: MoE experts
         const bool norm_casts = !current && site.norm_fed;
         const double amax = current && !site.norm_fed ? B::amax : 0.0;
         const double row = norm_casts ? 0.0 : B::rowwise;
@@ -86,8 +86,8 @@ void add_fp8_casts(Pass& fwd, Pass& bwd, const ProgramShape& sh) {
       }
       if (fp8_gemm(k) && name == "dgrad" && next > 0) {
         const Site site = sites[--next];
-        const double dy_el = static_cast<double>(k.m) * static_cast<double>(k.k);  // [tokens, forward n]
-        const double x_el = static_cast<double>(k.m) * static_cast<double>(k.n);   // the forward's input
+        const double dy_el = static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.k);  // [tokens, forward n]
+        const double x_el = static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.n);  // the forward's input
         const double amax = current ? B::amax : 0.0;
         const bool dy_gathered = site.out_scattered && j == 0 && kernels.empty() && !bout.segments.empty() &&
                                  tp_collective(bout.segments.back(), CollOp::allgather);

@@ -75,7 +75,7 @@ struct ProgramShape {
   bool head_layout_split = false;    // standard attention: dtsim-validate's split/merge kernels (else Megatron's permute)
   bool cross_entropy_unfused = false;  // Megatron-LM's cross-entropy as PyTorch operations on fp32 logits (training.hpp)
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // precision fp8: Transformer Engine's scaling (training.hpp)
-  // Every field takes part, so a cache keyed by shapes (planning's StepEstimator) cannot miss one.
+  // Every field takes part, so a cache keyed by shapes (planning's StepEstimator) compares them all.
   auto operator<=>(const ProgramShape&) const = default;
 };
 

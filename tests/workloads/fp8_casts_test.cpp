@@ -128,6 +128,25 @@ TEST(Fp8Casts, SequenceParallelCastsTheShardAndGathersEightBits) {
   }
 }
 
+TEST(Fp8Casts, ExpertGemmsCastEveryRoutedToken) {
+  // 8 experts, top 2, on one rank: each expert GEMM is a batch of 8 problems of 4096 x 2 / 8
+  // tokens, so the casts cover 2T routed tokens; the experts' inputs are not a norm's output
+  // (the router, a 16-bit Megatron layer, sits between), so they pay the maximum pass too.
+  TransformerSpec m = llama_block();
+  m.experts = 8;
+  m.top_k = 2;
+  const LayerProgram p = transformer_block(m, shape(Fp8Recipe::current, 1, false));
+  EXPECT_DOUBLE_EQ(bytes_of(p.forward, "fp8_cast"), T * (4 * h + 6 * q) + 6 * (2 * T) * h + 6 * (2 * T) * f);
+  EXPECT_DOUBLE_EQ(bytes_of(p.backward, "fp8_cast"), 6 * T * (h + (q + 2 * kv)) + 6 * (2 * T) * h + 6 * (2 * T) * (2 * f));
+  for (const Segment& s : p.forward.segments) {
+    for (const Kernel& k : s.kernels) {
+      if (std::string_view(k.name) == "router") {
+        EXPECT_EQ(k.dtype, hw::DType::bf16);
+      }
+    }
+  }
+}
+
 TEST(Fp8Casts, CastsAddNoFlopsAndMegatronsOwnLayersStayBf16) {
   ProgramShape bf = shape(Fp8Recipe::current, 1, false);
   bf.precision = hw::DType::bf16;
