@@ -22,13 +22,22 @@ double layer_activation_bytes(const TransformerSpec& m, const ActivationShape& s
 
   if (s.recompute == Recompute::full) return e * tokens * h / rep;  // only the layer input
 
-  // Outside the tensor-parallel regions: the two layer-norm inputs, the attention and MLP inputs,
-  // and the two dropout masks after them (Korthikanti: 10 sbh with 2-byte activations).
-  const double replicated = tokens * h * (4.0 * e + 2.0 * mask);
-  // Inside: Q, K, V, the attention output, and the MLP's intermediate tensors (24 sbh / t).
+  // A GEMM input kept for the weight gradient: 16-bit, or under fp8 the FP8 copy Transformer
+  // Engine cast (its Linear and LayerNormLinear keep the quantized input, not the 16-bit one).
+  const double g = s.gemm_input_bytes > 0 ? s.gemm_input_bytes : e;
+  // Outside the tensor-parallel regions: the two layer-norm inputs, the attention and MLP inputs
+  // (GEMM inputs), and the two dropout masks after them (Korthikanti: 10 sbh with 2-byte
+  // activations).
+  const double replicated = tokens * h * (2.0 * e + 2.0 * g + 2.0 * mask);
+  // Inside: Q, K, V, the attention output, and the MLP's intermediate tensors (24 sbh / t). The
+  // attention output is the projection's input; a fused attention kernel keeps it in 16 bits for
+  // its own backward as well, so under fp8 both copies stay. The MLP keeps the up projection's
+  // output for the activation's backward and the activation's output as the down projection's
+  // input.
   const double gate = m.gated_mlp ? 2.0 : 1.0;
   const double experts = m.experts > 0 ? static_cast<double>(m.top_k) : 1.0;  // routed copies of each token
-  const double split = tokens * (e * (qdim + 2.0 * kvdim) + e * qdim + experts * e * f * (gate + 1.0)) / t;
+  const double out = fused(s.attention) ? e + (g < e ? g : 0.0) : g;
+  const double split = tokens * (e * (qdim + 2.0 * kvdim) + out * qdim + experts * f * (e * gate + g)) / t;
   // Attention scores: softmax output, its dropout mask and output (5 a s^2 b / t); none with
   // flash attention or selective recomputation, which recompute them.
   double scores = 0;

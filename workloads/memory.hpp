@@ -29,6 +29,9 @@ struct ActivationShape {
   Recompute recompute = Recompute::none;
   Attention attention = Attention::flash;
   int act_bytes = 2;          // bytes per stored activation element
+  // Bytes per element of a GEMM input kept for the weight gradient: 1 under precision fp8
+  // (Transformer Engine keeps the FP8 copy it cast; docs/model.md, "Memory per GPU"); 0: act_bytes.
+  int gemm_input_bytes = 0;
   bool dropout = true;        // dropout masks are stored (GPT/BERT-style models; not Llama-style)
   bool dropout_present = true;  // dropout runs at all (its output over the attention scores is kept)
 };

@@ -18,6 +18,7 @@ ActivationShape activation_shape(const ProgramShape& sh, const TrainingSpec& tr,
   as.recompute = tr.recompute;
   as.attention = tr.attention;
   as.act_bytes = act_bytes;
+  if (sh.precision == hw::DType::fp8) as.gemm_input_bytes = 1;
   as.dropout = sh.dropout > 0 && !sh.dropout_regenerated;  // masks kept for the backward pass
   as.dropout_present = sh.dropout > 0;
   return as;

@@ -170,6 +170,10 @@ TEST(Fp8Casts, CastsAddNoFlopsAndMegatronsOwnLayersStayBf16) {
   }
   EXPECT_EQ(gemms, 3);
   EXPECT_EQ(count_of(head.forward, "fp8_cast") + count_of(head.backward, "fp8_cast"), 0);
+  // The memory model keeps the FP8 copies of GEMM inputs (one byte) under fp8 only.
+  TrainingSpec tr;
+  EXPECT_EQ(activation_shape(shape(Fp8Recipe::current, 1, false), tr, 2).gemm_input_bytes, 1);
+  EXPECT_EQ(activation_shape(bf, tr, 2).gemm_input_bytes, 0);
 }
 
 }  // namespace

@@ -67,6 +67,26 @@ TEST_F(Korthikanti, FullRecomputationKeepsTheLayerInput) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, shape(8, true, Recompute::full)), 2 * sbh() / c.t);
 }
 
+TEST_F(Korthikanti, Fp8KeepsTheGemmInputsInOneByte) {
+  // Under fp8 Transformer Engine keeps its FP8 copy of each GEMM input. Outside the TP regions:
+  // the two layer-norm inputs (2 + 2), the attention and MLP inputs (1 + 1), the masks (1 + 1):
+  // 8 sbh for 10. Inside: Q, K, V (6 h), the attention output as the projection's input (1 h for
+  // 2), the MLP's first output (8 h) and its activation as the second GEMM's input (4 h for 8):
+  // 19 sbh / t for 24. The scores are unchanged.
+  ActivationShape x = shape(1, false, Recompute::none);
+  x.gemm_input_bytes = 1;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x), sbh() * (27 + 5 * as_h()));
+  // A fused attention kernel keeps its 16-bit output for its own backward too (2 + 1 bytes): 8 +
+  // 21 sbh / t with sequence parallelism, and its fp32 log-sum-exp per query row.
+  x = shape(8, true, Recompute::none);
+  x.gemm_input_bytes = 1;
+  x.attention = Attention::flash;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x), sbh() / c.t * 29 + (c.a / c.t) * c.b * c.s * 4);
+  // Full recomputation keeps the 16-bit layer input.
+  x.recompute = Recompute::full;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x), 2 * sbh() / c.t);
+}
+
 TEST(StageMemory, MixedPrecisionAdamIsSixteenBytesPerParameterShardedByZero) {
   // 2 (bf16 weights) + 4 (fp32 gradients) + 12 (fp32 master + two Adam moments) bytes per
   // parameter; ZeRO-1 shards the 12, ZeRO-2 also the 4, ZeRO-3 also the 2 (Rajbhandari et al. 2020).
