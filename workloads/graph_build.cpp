@@ -87,9 +87,6 @@ Status Builder::transformer(const TransformerSpec& m, std::vector<StageGraph>& s
   const ProgramShape sh = program_shape(m, tr, par, lay);
   if (auto st = validate_transformer(m, sh); !st) return st;
   const int p = lay.pp();
-  if (m.layers < vstages) {
-    return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, vstages / p), "parallel.pp");
-  }
   const Framework fw = tr.framework;
   if (auto st = validate_framework(fw, sh); !st) return st;
   const ComputeModel cm(*gpu, in.compute);

@@ -52,9 +52,6 @@ Status transformer_stages(const TransformerSpec& m, const StepInputs& in, const 
   if (auto st = validate_framework(tr.framework, sh); !st) return st;
   const int p = lay.pp();
   const int vstages = p * v;
-  if (m.layers < vstages) {
-    return Error(fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", m.layers, p, v), "parallel.pp");
-  }
   const LayerProgram emb = transformer_embedding(m, sh);
   const LayerProgram block = transformer_block(m, sh);
   const LayerProgram head = transformer_head(m, sh);

@@ -317,6 +317,23 @@ TEST(PipelineSplit, EmbeddingAndLossTakeOneLayerEach) {
   EXPECT_EQ(one->front(), 12);
 }
 
+TEST(PipelineSplit, OneBlockPerChunkLeavesTheEndsOnlyTheEmbeddingAndTheLoss) {
+  // Llama 3 405B as Meta ran it: 126 layers + 2 slots over 16 stages x 8 chunks, one slot each, so
+  // "the first model chunk on the first stage has only the embedding, and the last model chunk on
+  // the last stage has only output projection and loss calculation" (Dubey et al. 2024, 3.3.2).
+  auto meta = virtual_stage_blocks(126, 128, PipelineSplit::embedding_loss);
+  ASSERT_TRUE(meta.ok()) << meta.error().to_string();
+  EXPECT_EQ(meta->front(), 0);
+  EXPECT_EQ(meta->back(), 0);
+  for (std::size_t g = 1; g + 1 < meta->size(); ++g) EXPECT_EQ((*meta)[g], 1) << g;
+  // One slot short: a chunk would be empty of everything.
+  auto short_one = virtual_stage_blocks(125, 128, PipelineSplit::embedding_loss);
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.error().field, "parallel.pp");
+  // The even split has no such slots: 126 blocks cannot fill 128 chunks.
+  EXPECT_FALSE(virtual_stage_blocks(126, 128, PipelineSplit::even).ok());
+}
+
 TEST(TpOverlapNote, WithOneTensorParallelRankItIsNotedAsWithoutEffect) {
   StepInputs in;
   in.model = tiny(HfFamily::gpt2);

@@ -6,6 +6,7 @@
 
 #include "tests/hw/fixtures.hpp"
 #include "tests/workloads/fixtures.hpp"
+#include "workloads/memory_estimate.hpp"
 #include "workloads/program.hpp"
 
 namespace dtsim::workloads {
@@ -74,6 +75,28 @@ TEST(PipelineBubble, InterleavingDividesItByTheVirtualStages) {
   auto r = simulate_step(topo, in);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_NEAR(bubble_fraction(*r), 3.0 / 16.0, 0.005);
+}
+
+TEST(PipelineSplit, ChunksHoldingOnlyTheEmbeddingOrTheLossRunAndCountTheirStagesBlocks) {
+  // 6 blocks + the embedding and the loss fill 2 stages x 4 chunks one slot each: stage 0 holds
+  // the embedding chunk and 3 blocks, stage 1 three blocks and the loss chunk. Before, the step and
+  // the memory estimate refused this layout (6 layers < 8 virtual stages) though the split is valid.
+  const hw::Topology topo = node_with(2);
+  StepInputs in = inputs(small_gpt(6, 8, 1024), 8, 1);
+  in.parallel.pp = 2;
+  in.parallel.schedule = PipelineSchedule::interleaved_1f1b;
+  in.parallel.virtual_stages = 4;
+  in.parallel.split = PipelineSplit::embedding_loss;
+  auto r = simulate_step(topo, in);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->stages.size(), 2u);
+  EXPECT_EQ(r->stages[0].layers, 3);
+  EXPECT_EQ(r->stages[1].layers, 3);
+  auto est = estimate_memory(topo, in);
+  ASSERT_TRUE(est.ok()) << est.error().to_string();
+  ASSERT_EQ(est->stages.size(), 2u);
+  EXPECT_EQ(est->stages[0].layers, 3);
+  EXPECT_EQ(est->stages[1].layers, 3);
 }
 
 // The closed-form time of one data-parallel all-reduce of `bytes` over the node's 8 GPUs.
