@@ -43,6 +43,11 @@ std::string_view to_string(MemoryKind k);
 // modelled kernel are compared as.
 std::string_view kernel_family(const struct Kernel& k);
 
+// Which product a GEMM computes: the forward pass's, or in the backward the gradient of an input
+// (activation) or of the weights. Set where the backward is derived (append_backward), read by the
+// rewrites that place collectives and casts around the backward's GEMMs.
+enum class GemmRole : std::uint8_t { forward, input_grad, weight_grad };
+
 struct Kernel {
   const char* name = "";        // static label: "qkv", "attention", "layernorm", ...
   KernelClass cls = KernelClass::memory;
@@ -57,6 +62,7 @@ struct Kernel {
   double bytes = 0;                  // HBM traffic, read + written
   hw::DType dtype = hw::DType::bf16; // math type (peak used)
   bool weighted = false;             // GEMM with a weight matrix (its backward has a weight gradient)
+  GemmRole role = GemmRole::forward; // GEMM: what it computes (the backward's kernels: a gradient)
   // Eager PyTorch (training.framework pytorch-eager / torch-compile; never set by the megatron program):
   bool unaligned = false;  // GEMM: a dimension is not a multiple of 8 elements, cuBLAS falls back to align1 kernels
   bool sdpa = false;       // attention: PyTorch's scaled_dot_product_attention (cuDNN flash on Hopper); `elements`:

@@ -1,7 +1,5 @@
 #include "workloads/fp8_casts.hpp"
 
-#include <string_view>
-
 namespace dtsim::workloads {
 
 namespace {
@@ -15,9 +13,6 @@ struct Site {
 };
 
 bool fp8_gemm(const Kernel& k) { return k.cls == KernelClass::gemm && k.weighted && k.dtype == hw::DType::fp8; }
-bool tp_collective(const Segment& s, CollOp op) {
-  return s.comm && !s.comm_overlaps && s.comm->group == CommGroup::tp && s.comm->op == op;
-}
 Kernel cast_kernel(const char* name, double bytes) { return memory_op(name, bytes, hw::DType::bf16, MemoryKind::stream); }
 Bytes fp8_bytes(double elements) { return Bytes(static_cast<std::int64_t>(elements)); }
 
@@ -42,8 +37,8 @@ void add_fp8_casts(Pass& fwd, Pass& bwd, const ProgramShape& sh) {
       if (fp8_gemm(k)) {
         Site site;
         site.norm_fed = last != nullptr && last->cls == KernelClass::memory && last->kind == MemoryKind::norm;
-        site.gathered = j == 0 && !out.segments.empty() && tp_collective(out.segments.back(), CollOp::allgather);
-        site.out_scattered = j + 1 == s.kernels.size() && tp_collective(s, CollOp::reducescatter);
+        site.gathered = j == 0 && !out.segments.empty() && out.segments.back().blocking_tp_op(CollOp::allgather);
+        site.out_scattered = j + 1 == s.kernels.size() && s.blocking_tp_op(CollOp::reducescatter);
         const double in_el = static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.k);  // a batch: MoE experts
         const bool norm_casts = !current && site.norm_fed;
         const double amax = current && !site.norm_fed ? B::amax : 0.0;
@@ -79,18 +74,17 @@ void add_fp8_casts(Pass& fwd, Pass& bwd, const ProgramShape& sh) {
     std::vector<Kernel> kernels;
     for (std::size_t j = 0; j < s.kernels.size(); ++j) {
       const Kernel& k = s.kernels[j];
-      const std::string_view name(k.name);
-      if (name == "wgrad" && pending_transpose > 0) {
+      if (k.cls == KernelClass::gemm && k.role == GemmRole::weight_grad && pending_transpose > 0) {
         kernels.push_back(cast_kernel("fp8_transpose", pending_transpose));
         pending_transpose = 0;
       }
-      if (fp8_gemm(k) && name == "dgrad" && next > 0) {
+      if (fp8_gemm(k) && k.role == GemmRole::input_grad && next > 0) {
         const Site site = sites[--next];
         const double dy_el = static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.k);  // [tokens, forward n]
         const double x_el = static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.n);  // the forward's input
         const double amax = current ? B::amax : 0.0;
         const bool dy_gathered = site.out_scattered && j == 0 && kernels.empty() && !bout.segments.empty() &&
-                                 tp_collective(bout.segments.back(), CollOp::allgather);
+                                 bout.segments.back().blocking_tp_op(CollOp::allgather);
         if (dy_gathered) {
           Segment& prev = bout.segments.back();
           prev.kernels.push_back(cast_kernel("fp8_cast", dy_el / tp * (amax + B::rowwise)));
@@ -102,9 +96,9 @@ void add_fp8_casts(Pass& fwd, Pass& bwd, const ProgramShape& sh) {
         if (site.gathered) {
           // The saved input shard, gathered again in FP8 (beside this GEMM, or before it without
           // overlap), then transposed.
-          if (s.comm && s.comm->group == CommGroup::tp && s.comm->op == CollOp::allgather) {
+          if (s.tp_op(CollOp::allgather)) {
             s.comm->bytes = fp8_bytes(x_el);
-          } else if (!bout.segments.empty() && tp_collective(bout.segments.back(), CollOp::allgather)) {
+          } else if (!bout.segments.empty() && bout.segments.back().blocking_tp_op(CollOp::allgather)) {
             bout.segments.back().comm->bytes = fp8_bytes(x_el);
           }
           pending_transpose += x_el * B::transpose;

@@ -73,12 +73,14 @@ std::vector<LayerProgram> framework_cnn(const CnnSpec& m, const ProgramShape& sh
         if (!first_weighted) {
           Kernel dx = k;
           dx.name = "dgrad";
+          dx.role = GemmRole::input_grad;
           dx.n = k.k;
           dx.k = k.n;
           g.push_back(dx);
         }
         Kernel dw = k;
         dw.name = "wgrad";
+        dw.role = GemmRole::weight_grad;
         dw.m = k.k;
         dw.n = k.n;
         dw.k = k.m;

@@ -130,10 +130,12 @@ void append_backward(const Kernel& k, std::vector<Kernel>& out) {
       // activations need both input gradients. Each moves about what the forward moved.
       Kernel dx = k;
       dx.name = "dgrad";
+      dx.role = GemmRole::input_grad;
       dx.n = k.k;
       dx.k = k.n;
       Kernel dw = k;
       dw.name = k.weighted ? "wgrad" : "dgrad";
+      dw.role = k.weighted ? GemmRole::weight_grad : GemmRole::input_grad;
       dw.m = k.k;
       dw.n = k.n;
       dw.k = k.m;
@@ -234,8 +236,7 @@ std::optional<CommStep> tp_comm(const ProgramShape& sh, CollOp op, double bytes)
   return CommStep{op, CommGroup::tp, Bytes(static_cast<I>(bytes))};
 }
 
-bool is_tp(const Segment& s, CollOp op) { return s.comm && !s.comm_overlaps && s.comm->group == CommGroup::tp && s.comm->op == op; }
-bool named(const Kernel& k, std::string_view name) { return std::string_view(k.name) == name; }
+bool gemm_role(const Kernel& k, GemmRole r) { return k.cls == KernelClass::gemm && k.role == r; }
 
 // `parts` problems of `rows` rows each of a GEMM (its m dimension cut into pieces, as Transformer
 // Engine's overlapped GEMMs cut the tokens); FLOPs and bytes in proportion to the rows.
@@ -261,9 +262,12 @@ Pass column_parallel_backward(const Pass& bwd, const ProgramShape& sh) {
     const CollOp reduce = sp ? CollOp::reducescatter : CollOp::allreduce;
     int j = -1;
     for (int i = static_cast<int>(s.kernels.size()) - 1; i >= 1 && j < 0; --i) {
-      if (named(s.kernels[static_cast<std::size_t>(i)], "wgrad") && named(s.kernels[static_cast<std::size_t>(i) - 1], "dgrad")) j = i;
+      if (gemm_role(s.kernels[static_cast<std::size_t>(i)], GemmRole::weight_grad) &&
+          gemm_role(s.kernels[static_cast<std::size_t>(i) - 1], GemmRole::input_grad)) {
+        j = i;
+      }
     }
-    if (!is_tp(s, reduce) || j < 0) {
+    if (!s.blocking_tp_op(reduce) || j < 0) {
       out.segments.push_back(s);
       continue;
     }
@@ -301,7 +305,7 @@ Pass userbuffers(const Pass& pass, const ProgramShape& sh) {
   const auto& seg = pass.segments;
   for (std::size_t i = 0; i < seg.size(); ++i) {
     Segment s = seg[i];
-    if (is_tp(s, CollOp::allgather) && i + 1 < seg.size() && !seg[i + 1].kernels.empty() && seg[i + 1].kernels.front().cls == KernelClass::gemm &&
+    if (s.blocking_tp_op(CollOp::allgather) && i + 1 < seg.size() && !seg[i + 1].kernels.empty() && seg[i + 1].kernels.front().cls == KernelClass::gemm &&
         !seg[i + 1].comm_overlaps) {
       const CommStep gather = *s.comm;
       s.comm.reset();
@@ -314,7 +318,7 @@ Pass userbuffers(const Pass& pass, const ProgramShape& sh) {
       next.kernels.front() = gemm_rows(g, g.m - rows * (sh.tp - 1), 1);
       s = std::move(next);
     }
-    if (is_tp(s, CollOp::reducescatter) && !s.kernels.empty() && s.kernels.back().cls == KernelClass::gemm && s.kernels.back().m >= kPipelineSplits) {
+    if (s.blocking_tp_op(CollOp::reducescatter) && !s.kernels.empty() && s.kernels.back().cls == KernelClass::gemm && s.kernels.back().m >= kPipelineSplits) {
       const CommStep scatter = *s.comm;
       const Kernel g = s.kernels.back();
       const I rows = g.m / kPipelineSplits;

@@ -38,6 +38,11 @@ struct Segment {
   // segment's gradient kernels: Megatron's identity-forward, all-reduce-backward operator in front
   // of a column-parallel layer without sequence parallelism.
   std::optional<CommStep> backward_comm = std::nullopt;
+
+  // This segment's collective is a tensor-parallel `op`, beside the kernels or not.
+  bool tp_op(CollOp op) const { return comm && comm->group == CommGroup::tp && comm->op == op; }
+  // ... and one the segment's kernels wait for (not overlapped).
+  bool blocking_tp_op(CollOp op) const { return tp_op(op) && !comm_overlaps; }
 };
 
 struct Pass {

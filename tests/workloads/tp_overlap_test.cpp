@@ -174,5 +174,34 @@ TEST(TpOverlap, UserbuffersNeedSequenceParallelism) {
   EXPECT_TRUE(validate_transformer(gpt3_175b(), one));
 }
 
+// The rewrites above find a column-parallel layer's input- and weight-gradient GEMMs by their role,
+// which the backward's derivation sets: a weighted GEMM (Y = X W) gives one input gradient and one
+// weight gradient, a product of two activations (attention's scores without flash) two input
+// gradients, and the forward pass keeps GemmRole::forward.
+TEST(GemmRoles, TheBackwardNamesEachGradientByWhatItComputes) {
+  ProgramShape sh = shape(TpOverlap::none, false);
+  sh.attention = Attention::standard;
+  const LayerProgram block = transformer_block(gpt3_175b(), sh);
+  int weight_grads = 0, input_grads = 0, forward_weighted = 0, forward_activation = 0;
+  for (const Segment& s : block.forward.segments) {
+    for (const Kernel& k : s.kernels) {
+      if (k.cls != KernelClass::gemm) continue;
+      EXPECT_EQ(k.role, GemmRole::forward) << k.name;
+      (k.weighted ? forward_weighted : forward_activation) += 1;
+    }
+  }
+  for (const Segment& s : block.backward.segments) {
+    for (const Kernel& k : s.kernels) {
+      if (k.cls != KernelClass::gemm) continue;
+      EXPECT_NE(k.role, GemmRole::forward) << k.name;
+      (k.role == GemmRole::weight_grad ? weight_grads : input_grads) += 1;
+    }
+  }
+  EXPECT_EQ(forward_weighted, 4);  // QKV, projection, MLP up, MLP down
+  EXPECT_EQ(forward_activation, 2);  // Q K^T and the probabilities times V
+  EXPECT_EQ(weight_grads, forward_weighted);
+  EXPECT_EQ(input_grads, forward_weighted + 2 * forward_activation);
+}
+
 }  // namespace
 }  // namespace dtsim::workloads
