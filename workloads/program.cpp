@@ -358,6 +358,7 @@ ProgramShape program_shape(const TransformerSpec& m, const TrainingSpec& tr, con
   sh.head_layout_split = tr.head_layout_split;
   sh.cross_entropy_unfused = tr.cross_entropy_unfused;
   sh.fp8_recipe = tr.fp8_recipe;
+  sh.head_apart = lay.pp() > 1;
   return sh;
 }
 
@@ -658,7 +659,13 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   p.forward.segments.push_back(logits);
   p.backward = column_parallel_backward(backward_of(p.forward), sh);
   if (sh.recompute == Recompute::full) p.recompute = Pass{};
-  p.params = (m.tied_embeddings ? 0 : m.vocab * x.h / x.t) + (m.norm == Norm::layernorm ? 2 : 1) * x.h +
+  // A tied table is the embedding's when both sit on one stage. With more than one pipeline stage
+  // Megatron-Core keeps "a second copy of word_embeddings on the last stage" with its own gradient
+  // and optimizer state, all-reduced with the first stage's (megatron/core/models/common/
+  // language_module/language_module.py, setup_embeddings_and_output_layer; gpt_model.py allocates
+  // the output layer's weight unless it is on the embedding's stage).
+  const bool own_table = !m.tied_embeddings || sh.head_apart;
+  p.params = (own_table ? m.vocab * x.h / x.t : 0) + (m.norm == Norm::layernorm ? 2 : 1) * x.h +
              (m.encoder ? x.h * x.h + 3 * x.h + m.vocab / x.t : 0);
   p.embedding_tied = m.tied_embeddings;
   return p;

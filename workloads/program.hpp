@@ -80,6 +80,9 @@ struct ProgramShape {
   bool head_layout_split = false;    // standard attention: dtsim-validate's split/merge kernels (else Megatron's permute)
   bool cross_entropy_unfused = false;  // Megatron-LM's cross-entropy as PyTorch operations on fp32 logits (training.hpp)
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // precision fp8: Transformer Engine's scaling (training.hpp)
+  // More than one pipeline stage: the head sits on another stage than the embedding, so a tied
+  // table has a second copy there (Megatron-Core's LanguageModule keeps one on the last stage).
+  bool head_apart = false;
   // Every field takes part, so a cache keyed by shapes (planning's StepEstimator) compares them all.
   auto operator<=>(const ProgramShape&) const = default;
 };

@@ -99,6 +99,32 @@ TEST(PipelineSplit, ChunksHoldingOnlyTheEmbeddingOrTheLossRunAndCountTheirStages
   EXPECT_EQ(est->stages[1].layers, 3);
 }
 
+TEST(TiedEmbeddings, ALaterStageKeepsItsOwnCopyOfTheTable) {
+  // Megatron-Core keeps a second copy of a tied word-embedding table on the last pipeline stage
+  // (language_module.py, setup_embeddings_and_output_layer), with its own gradient and optimizer
+  // state: there the tied model holds what an untied one holds. On one stage the head uses the
+  // embedding's table, and the tied model holds vocab x hidden 16-bit weights less.
+  const hw::Topology topo = node_with(2);
+  TransformerSpec untied = small_gpt(4, 32000);
+  untied.tied_embeddings = false;
+  const double table_bytes = 32000.0 * 1024.0 * 2.0;
+  StepInputs tied_in = inputs(small_gpt(4, 32000), 8, 1), untied_in = inputs(untied, 8, 1);
+  for (StepInputs* in : {&tied_in, &untied_in}) in->parallel.pp = 2;
+  auto tied2 = estimate_memory(topo, tied_in), untied2 = estimate_memory(topo, untied_in);
+  ASSERT_TRUE(tied2.ok() && untied2.ok());
+  for (std::size_t s : {0u, 1u}) {
+    EXPECT_DOUBLE_EQ(tied2->stages[s].memory.params, untied2->stages[s].memory.params) << "stage " << s;
+    EXPECT_DOUBLE_EQ(tied2->stages[s].memory.optimizer, untied2->stages[s].memory.optimizer) << "stage " << s;
+  }
+  for (StepInputs* in : {&tied_in, &untied_in}) {
+    in->parallel.pp = 1;
+    in->parallel.dp = 2;
+  }
+  auto tied1 = estimate_memory(topo, tied_in), untied1 = estimate_memory(topo, untied_in);
+  ASSERT_TRUE(tied1.ok() && untied1.ok());
+  EXPECT_DOUBLE_EQ(untied1->stages[0].memory.params - tied1->stages[0].memory.params, table_bytes);
+}
+
 // The closed-form time of one data-parallel all-reduce of `bytes` over the node's 8 GPUs.
 double allreduce_s(const hw::Topology& topo, const StepInputs& in, double bytes) {
   hw::Router router(topo);
