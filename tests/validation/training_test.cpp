@@ -64,13 +64,14 @@ workloads::StepResult simulate_row(const Row& r, const std::string& recompute) {
 // flight on stage 1 and dtsim overstates its memory (Meta's own schedule with N contiguous
 // micro-batches is not modelled; docs/model.md). With full recomputation both fit.
 // The 128K-context row is in docs/validation.md (dtsim-compare-published) but not here: it takes
-// 20 s to simulate.
+// about 36 s of CPU time to simulate (8 chunks per stage).
 //
 // Throughput, two claims of different strength:
 //  - The pipeline schedule: from 8,192 to 16,384 GPUs (32 to 16 micro-batches per pipeline, the
-//    same work per micro-batch) Meta's throughput falls 7.0% (430 -> 400). The bubble of the
-//    interleaved schedule, (p - 1) / (v m), with the paper's 8 chunks per stage predicts that
-//    fall; with 2 chunks (this example before) dtsim lost 17%. Tolerance: 3 points.
+//    same work per micro-batch) Meta's throughput falls 7.0% (430 -> 400). With the paper's 8
+//    chunks per stage the interleaved schedule's bubble ((p - 1) / (v m) alone: a 5.2% fall) and
+//    the per-step work that does not shrink with the micro-batches give that fall; with 2 chunks
+//    (this example before) dtsim lost 17%. Tolerance: 3 points.
 //  - The level: within 30%. dtsim is about 27% too fast on both rows (issue 12, open;
 //    docs/validation.md names what is known: the preset's H100 GEMM efficiency is the A100's,
 //    above what the repository's own H100 measures, and Meta's tensor-parallel overlap is not
