@@ -29,6 +29,7 @@ struct GpuSpec {
   Bandwidth memory_bandwidth;
   std::string memory_kind;
   int sms = 0;
+  double sm_clock_hz = 0;  // the SMs' maximum (boost) clock; 0 where the preset does not give it
   Bytes l2;
   int nvlink_generation = 0;
   int nvlink_links = 0;

@@ -64,6 +64,7 @@ TEST(Presets, DatasheetFiguresSurviveParsing) {
   EXPECT_DOUBLE_EQ(n.gpu.peak.at(hw::DType::bf16).TFLOPs(), 989.4);
   EXPECT_DOUBLE_EQ(n.gpu.memory_bandwidth.bytes_per_s(), 3.35e12);
   EXPECT_EQ(n.gpu.sms, 132);
+  EXPECT_DOUBLE_EQ(n.gpu.sm_clock_hz, 1.98e9);
   EXPECT_DOUBLE_EQ(n.nvlink->bandwidth.GBps() * n.nvlink_links_per_gpu, 450.0);
   EXPECT_DOUBLE_EQ(n.nic->bandwidth.GBps(), 50.0);  // 400 Gb/s
   EXPECT_EQ(n.reference_fabric->kind, hw::FabricKind::rail_optimized);
@@ -198,6 +199,37 @@ TEST(BadInput, CpuVendorIsIntelAmdOrOther) {
   EXPECT_EQ(d.where.file, node_file);
   EXPECT_EQ(d.where.line, 4);
   EXPECT_NE(d.message.find("unknown CPU vendor 'via'"), std::string::npos) << d.to_string();
+}
+
+// The GPU's SM clock: a clock with its unit, within what a GPU runs at; refused at its line.
+TEST(BadInput, SmClockNeedsAUnitAndAGpusRange) {
+  const auto node_with = [](const std::string& clock) {
+    return "name: clocked\n"
+           "gpus: 1\n"
+           "gpu:\n"
+           "  name: g\n"
+           "  peak: {bf16: 100 TFLOP/s}\n"
+           "  memory: {capacity: 80 GiB, bandwidth: 3 TB/s}\n"
+           "  sms: 100\n"
+           "  sm_clock: " + clock + "\n"
+           "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0]}]}\n";
+  };
+  LoadContext good;
+  auto ok = load(write_temp("uses-clock.yaml", "node: " + write_temp("clock-ok.yaml", node_with("1.5 GHz")) + "\n"), good);
+  ASSERT_TRUE(ok.has_value()) << good.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(ok->groups.at(0).node.gpu.sm_clock_hz, 1.5e9);
+  for (const auto& [clock, says] : {std::pair{std::string("fast"), std::string("is not a clock")}, std::pair{std::string("1980"), std::string("is not a clock")},
+                                    std::pair{std::string("50 GHz"), std::string("100 MHz to 10 GHz")}}) {
+    const std::string node_file = write_temp("clock.yaml", node_with(clock));
+    LoadContext bad;
+    EXPECT_FALSE(load(write_temp("uses-bad-clock.yaml", "node: " + node_file + "\n"), bad).has_value()) << clock;
+    ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
+    const auto& d = bad.diagnostics.items().at(0);
+    EXPECT_EQ(d.where.file, node_file);
+    EXPECT_EQ(d.where.line, 8) << clock;
+    EXPECT_NE(d.field.find("sm_clock"), std::string::npos) << d.to_string();
+    EXPECT_NE(d.message.find(says), std::string::npos) << d.to_string();
+  }
 }
 
 // InfiniBand NIC types say they route adaptively (presets/links.yaml); RoCE types do not; the
