@@ -23,35 +23,39 @@ Expected<std::vector<calibrate::ValidationRow>> predict(const std::vector<calibr
   return calibrate::predict_points(pts, o);
 }
 
-}  // namespace
+// One run of the validation workload: its points predicted with the presets and with the H100's
+// fitted profile, as a summary and a per-point table (section `section`); each preset prediction
+// is a held-out figure of `<run>-validation`.
+struct RunTable {
+  const char* run;          // folder under data/validation/ and registry id stem
+  const char* file;         // the run's JSONL
+  const char* section;
+  std::string intro;        // the sentence after "Dataset `...`: "
+  const char* presets_label;
+  const char* profile_label;
+  const char* profile_column;
+};
 
-Status measured_runs(const config::Registry& reg, Results& out) {
-  (void)reg;
-  const std::string dir = std::string(DTSIM_SOURCE_DIR) + "/data/validation/" + kRun;
-  auto recs = calibrate::read_records(dir + "/validation-full.jsonl");
+Expected<std::vector<calibrate::ValidationPoint>> points_of(const RunTable& t) {
+  auto recs = calibrate::read_records(std::string(DTSIM_SOURCE_DIR) + "/data/validation/" + t.run + "/" + t.file);
   if (!recs) return recs.error();
   std::vector<std::string> skipped;
-  auto pts = calibrate::validation_points(*recs, skipped);
-  if (!pts) return pts.error();
-  config::LoadContext ctx;
-  const auto profile = config::load_profile(kRun, ctx);
-  if (!profile) return Error(ctx.diagnostics.to_string());
-  auto presets = predict(*pts, nullptr);
+  return calibrate::validation_points(*recs, skipped);
+}
+
+Status run_table(const RunTable& t, const std::vector<calibrate::ValidationPoint>& pts, const config::HardwareProfile& profile, Results& out) {
+  auto presets = predict(pts, nullptr);
   if (!presets) return presets.error();
-  auto fitted = predict(*pts, &*profile);
+  auto fitted = predict(pts, &profile);
   if (!fitted) return fitted.error();
-  const std::string dataset = std::string(kRun) + "-validation";
-  std::string md = fmt::format(
-      "Dataset `{}`: **held-out** (no constant was fitted to these steps; the profile `{}` was fitted to the same machine's "
-      "calibration run only).\n\n",
-      dataset, kRun);
+  const std::string dataset = std::string(t.run) + "-validation";
+  std::string md = fmt::format("Dataset `{}`: {}\n\n", dataset, t.intro);
   md += "| predictions | points | MAPE | median abs. error | worst abs. error |\n|---|---:|---:|---:|---:|\n";
-  for (const auto& [label, rows] : {std::pair{"presets, no profile (their memory-bound kinds from the H100 calibration runs)", &*presets},
-                                    std::pair{"`--hw-profile h100-sxm-2026-11-23`", &*fitted}}) {
+  for (const auto& [label, rows] : {std::pair{t.presets_label, &*presets}, std::pair{t.profile_label, &*fitted}}) {
     const auto s = calibrate::summarize(*rows);
     md += fmt::format("| {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", label, s.points, 100 * s.mape, 100 * s.median, 100 * s.worst);
   }
-  md += "\n| point | measured (ms) | presets (ms) | error | profile (ms) | error |\n|---|---:|---:|---:|---:|---:|\n";
+  md += fmt::format("\n| point | measured (ms) | presets (ms) | error | {} (ms) | error |\n|---|---:|---:|---:|---:|---:|\n", t.profile_column);
   for (std::size_t i = 0; i < presets->size(); ++i) {
     const auto& a = (*presets)[i];
     const auto& b = (*fitted)[i];
@@ -59,7 +63,35 @@ Status measured_runs(const config::Registry& reg, Results& out) {
                       b.predicted_s * 1e3, 100 * b.error);
     out.figures.push_back(Figure{dataset, a.p.point, a.p.measured_s, a.predicted_s, "held-out"});
   }
-  out.sections.push_back(Section{"h100-validation", md});
+  out.sections.push_back(Section{t.section, md});
+  return {};
+}
+
+}  // namespace
+
+Status measured_runs(const config::Registry& reg, Results& out) {
+  (void)reg;
+  const std::string dir = std::string(DTSIM_SOURCE_DIR) + "/data/validation/" + kRun;
+  config::LoadContext ctx;
+  const auto profile = config::load_profile(kRun, ctx);
+  if (!profile) return Error(ctx.diagnostics.to_string());
+  const RunTable h100{kRun, "validation-full.jsonl", "h100-validation",
+                      fmt::format("**held-out** (no constant was fitted to these steps; the profile `{}` was fitted to the same machine's "
+                                  "calibration run only).",
+                                  kRun),
+                      "presets, no profile (their memory-bound kinds from the H100 calibration runs)", "`--hw-profile h100-sxm-2026-11-23`",
+                      "profile"};
+  auto pts = points_of(h100);
+  if (!pts) return pts.error();
+  if (auto st = run_table(h100, *pts, *profile, out); !st) return st;
+  // The same workload on one H200 (a GPU no constant of dtsim came from): the hgx-h200 presets, and
+  // the H100's fitted profile carried over.
+  const RunTable h200{"h200-sxm-2026-11-27", "validation.jsonl", "h200-validation",
+                      "**held-out** (no constant of dtsim was fitted to any H200 measurement).", "`hgx-h200` presets, no profile",
+                      "`--hw-profile h100-sxm-2026-11-23` (the H100's fit, carried over)", "H100 profile"};
+  auto pts200 = points_of(h200);
+  if (!pts200) return pts200.error();
+  if (auto st = run_table(h200, *pts200, *profile, out); !st) return st;
 
   // Per kernel family, the two profiled points, with the profile.
   std::string kmd;
@@ -71,7 +103,7 @@ Status measured_runs(const config::Registry& reg, Results& out) {
     for (const auto& q : *pts) {
       if (q.point == point) p = &q;
     }
-    if (p == nullptr) return Error(fmt::format("{}: no point {}", dataset, point));
+    if (p == nullptr) return Error(fmt::format("{}-validation: no point {}", kRun, point));
     calibrate::ValidationOptions o;
     o.profile = &*profile;
     auto c = calibrate::compare_kernels(*p, *ks, 0, o);

@@ -152,8 +152,12 @@ MemoryFit fit_memory_kinds(const std::vector<MemorySample>& samples, const hw::G
       if (ops > 0) trial.dropout_ops = ops;
       trial.kinds[static_cast<std::size_t>(kind)].overhead = Time::from_seconds(overhead);
     } else {
-      trial.kinds[static_cast<std::size_t>(kind)].efficiency = eff;
-      trial.kinds[static_cast<std::size_t>(kind)].overhead = Time::from_seconds(overhead);
+      auto& kp = trial.kinds[static_cast<std::size_t>(kind)];
+      kp.efficiency = eff;
+      kp.overhead = Time::from_seconds(overhead);
+      // A kind with an SM-side limit: the rate measured here is that limit too, so the profile
+      // gives this GPU its measured rate and another GPU the lower of the two scalings.
+      if (kp.sm_bytes_per_cycle > 0 && gpu.sms > 0 && gpu.sm_clock_hz > 0) kp.sm_bytes_per_cycle = eff * bw / (gpu.sms * gpu.sm_clock_hz);
     }
     // Keep the fit only where no harness kernel of the kind does worse on its held-out points than
     // with dtsim's values.
@@ -190,6 +194,10 @@ MemoryFit fit_memory_kinds(const std::vector<MemorySample>& samples, const hw::G
       out.params[fmt::format("compute.memory.{}.overhead", name)] = time_text(overhead);
       j["efficiency"] = round4(eff);
       j["achieved_GBps"] = round4(eff * bw * 1e-9);
+      if (const double c = params.kinds[static_cast<std::size_t>(kind)].sm_bytes_per_cycle; c > 0 && gpu.sm_clock_hz > 0) {
+        out.params[fmt::format("compute.memory.{}.sm_bytes_per_cycle", name)] = fmt::format("{:.4f}", c);
+        j["sm_bytes_per_cycle"] = round4(c);
+      }
     }
     out.fit[name] = j;
   }

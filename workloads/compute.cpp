@@ -131,10 +131,17 @@ double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_
   return params_.efficiency(d) * best;
 }
 
+double ComputeModel::memory_rate(MemoryKind k) const {
+  const double hbm = gpu_.memory_bandwidth.bytes_per_s() * params_.kind_efficiency(k);
+  const double per_cycle = k == MemoryKind::stream ? 0 : params_.kinds[static_cast<std::size_t>(k)].sm_bytes_per_cycle;
+  if (per_cycle <= 0 || gpu_.sm_clock_hz <= 0 || gpu_.sms <= 0) return hbm;
+  return std::min(hbm, per_cycle * gpu_.sms * gpu_.sm_clock_hz);
+}
+
 Time ComputeModel::kernel_time(const Kernel& k) const {
   const bool memory_bound = k.cls == KernelClass::memory;
-  const double mem_eff = memory_bound ? params_.kind_efficiency(k.kind) : params_.memory_efficiency;
-  const double mem_s = k.bytes / (gpu_.memory_bandwidth.bytes_per_s() * mem_eff);
+  const double mem_rate = memory_bound ? memory_rate(k.kind) : gpu_.memory_bandwidth.bytes_per_s() * params_.memory_efficiency;
+  const double mem_s = k.bytes / mem_rate;
   double compute_s = 0;
   switch (k.cls) {
     case KernelClass::gemm: {
@@ -166,11 +173,11 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
 
 namespace {
 
-Status set_fraction(double& d, std::string_view v, double max = 1.0) {
+Status set_fraction(double& d, std::string_view v, double max = 1.0, bool zero = false) {
   double x = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0) || x > max) {
-    return Error(fmt::format("'{}' is not a number in (0, {}]", v, max));
+  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0 || (zero && x == 0)) || x > max) {
+    return Error(fmt::format("'{}' is not a number in {}0, {}]", v, zero ? "[" : "(", max));
   }
   d = x;
   return {};
@@ -218,6 +225,7 @@ std::vector<ComputeParamInfo> build_table() {
   number("comm_slowdown", &ComputeParams::comm_slowdown, "fraction",
          "compute slowdown while communication kernels run beside it (they take SMs and memory bandwidth)",
          "assumption: overlapped GEMMs lose 5-20% to NCCL kernels in published overlap studies", 1.0);
+  const ComputeParams p0;
   for (int i = 1; i < kMemoryKinds; ++i) {
     const auto kind = static_cast<MemoryKind>(i);
     const auto at = static_cast<std::size_t>(i);
@@ -241,6 +249,16 @@ std::vector<ComputeParamInfo> build_table() {
                                    p.kinds[at].overhead = *r;
                                    return Status();
                                  }});
+    t.push_back(ComputeParamInfo{
+        fmt::format("memory.{}.sm_bytes_per_cycle", to_string(kind)), "bytes",
+        fmt::format("bytes one SM moves per cycle in {} kernels, whatever the bandwidth (0: no such limit)", to_string(kind)),
+        p0.kinds[at].sm_bytes_per_cycle > 0
+            ? "the kind's H100 rate (efficiency above) per SM and cycle (132 SMs, 1,980 MHz); its H200 rate "
+              "(data/calibration/h200-sxm-2026-11-27: same SMs and clock, 1.43x the bandwidth) exceeds the H100's by 11% at most, "
+              "against 43% more bandwidth"
+            : "none: the kind scaled with the bandwidth from H100 to H200 (data/calibration/h200-sxm-2026-11-27)",
+        [at](const ComputeParams& p) { return fmt::format("{:.4g}", p.kinds[at].sm_bytes_per_cycle); },
+        [at](ComputeParams& p, std::string_view v) { return set_fraction(p.kinds[at].sm_bytes_per_cycle, v, 1024.0, true); }});
   }
   number("dropout_ops", &ComputeParams::dropout_ops, "operations",
          "fp32-pipe operations per element of a dropout mask drawn from a 64-bit hash (training.dropout_rng: hash)",

@@ -84,10 +84,15 @@ struct GemmTile {
   double efficiency = 1.0;  // of the large-GEMM efficiency, for this tile size
 };
 
-// A memory-bound kind's achieved bandwidth and fixed cost: t = overhead + bytes / (HBM x efficiency).
+// A memory-bound kind's achieved bandwidth and fixed cost: t = overhead + bytes / rate, with
+// rate = min(HBM x efficiency, SMs x SM clock x sm_bytes_per_cycle). The second term is what the
+// SMs can move per cycle, whatever the memory: kernels bound by their SMs' work (reductions, index
+// arithmetic) run no faster on a GPU with more bandwidth and the same SMs (docs/model.md). 0: no
+// such limit (streams), or a GPU whose preset gives no SM clock.
 struct MemoryKindParams {
   double efficiency = 0.85;
   Time overhead = Time::us(4);
+  double sm_bytes_per_cycle = 0;
 };
 
 struct ComputeParams {
@@ -109,18 +114,22 @@ struct ComputeParams {
   // layout and layout_split: h100-sxm-2026-11-26),
   // as fractions of the datasheet bandwidth, fitted on the points `dtsim fit` trains on (its
   // held-out points stay held out); docs/model.md.
+  // sm_bytes_per_cycle: the same H100 rates per SM and cycle (132 SMs at the 1,980 MHz its memory
+  // suite ran at), for the kinds whose rate the H200 (same SMs and clock, 1.43x the bandwidth)
+  // exceeded by 11% at most (data/calibration/h200-sxm-2026-11-27); streams, dropout and the
+  // optimizer gained 28-43% there and have no such limit.
   std::array<MemoryKindParams, kMemoryKinds> kinds{{
-      {0.85, Time::us(4)},                         // stream (unused: memory_efficiency, kernel_overhead)
-      {0.4067, Time::ns(5190)},                    // norm
-      {0.3325, Time::ns(8830)},                    // norm_bwd
-      {0.4275, Time::ns(5830)},                    // activation
-      {0.5632, Time::ns(5790)},                    // activation_bwd
-      {0.4962, Time::ns(11820)},                   // softmax
-      {0.6064, Time::ns(5960)},                    // softmax_bwd
-      {0.85, Time::ns(3070)},                      // dropout (bytes at stream rate; see dropout_ops)
-      {0.8215, Time::us(4)},                       // optimizer (two points: the fixed cost is the launch's, assumed)
-      {0.2199, Time::ns(3200)},                    // layout (head permutes; data/calibration/h100-sxm-2026-11-26)
-      {0.1642, Time::ns(4985)},                    // layout_split (QKV split; same run)
+      {0.85, Time::us(4), 0},                      // stream (unused: memory_efficiency, kernel_overhead)
+      {0.4067, Time::ns(5190), 5.213},             // norm
+      {0.3325, Time::ns(8830), 4.262},             // norm_bwd
+      {0.4275, Time::ns(5830), 5.480},             // activation
+      {0.5632, Time::ns(5790), 7.219},             // activation_bwd
+      {0.4962, Time::ns(11820), 6.360},            // softmax
+      {0.6064, Time::ns(5960), 7.773},             // softmax_bwd
+      {0.85, Time::ns(3070), 0},                   // dropout (bytes at stream rate; see dropout_ops)
+      {0.8215, Time::us(4), 0},                    // optimizer (two points: the fixed cost is the launch's, assumed)
+      {0.2199, Time::ns(3200), 2.819},             // layout (head permutes; data/calibration/h100-sxm-2026-11-26)
+      {0.1642, Time::ns(4985), 2.105},             // layout_split (QKV split; same run)
   }};
   // Dropout draws one random number per element: fp32-pipe operations per element for the random
   // number, the compare and the scale. dropout_ops: a 64-bit hash per element (dtsim's harness and
@@ -173,6 +182,8 @@ class ComputeModel {
   ComputeModel(const hw::GpuSpec& gpu, ComputeParams params);
 
   Time kernel_time(const Kernel& k) const;
+  // Bytes per second a memory-bound kernel of kind `k` moves (MemoryKindParams).
+  double memory_rate(MemoryKind k) const;
   // Fraction of peak a GEMM of this shape reaches (before the roofline's memory bound).
   double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, hw::DType d) const;
   bool supports(hw::DType d) const { return gpu_.peak.count(d) > 0; }
