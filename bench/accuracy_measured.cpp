@@ -1,6 +1,7 @@
 // Runs of dtsim's own harness on real GPUs (data/validation/): the validation workload's measured
-// steps against dtsim with its presets and with the profile fitted from the same machine's
-// calibration run (a different measurement), and the per-kernel-family table of one point.
+// steps against dtsim with its presets and with the H100's fitted profile (fitted from the H100's
+// calibration run, a different measurement; carried over for the H200), and the H100's
+// per-kernel-family table of two points.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@ namespace dtsim::accuracy {
 namespace {
 
 const char* kRun = "h100-sxm-2026-11-23";
+const char* kH200Run = "h200-sxm-2026-11-27";
 
 Expected<std::vector<calibrate::ValidationRow>> predict(const std::vector<calibrate::ValidationPoint>& pts, const config::HardwareProfile* p) {
   calibrate::ValidationOptions o;
@@ -86,8 +88,10 @@ Status measured_runs(const config::Registry& reg, Results& out) {
   if (auto st = run_table(h100, *pts, *profile, out); !st) return st;
   // The same workload on one H200 (a GPU no constant of dtsim came from): the hgx-h200 presets, and
   // the H100's fitted profile carried over.
-  const RunTable h200{"h200-sxm-2026-11-27", "validation.jsonl", "h200-validation",
-                      "**held-out** (no constant of dtsim was fitted to any H200 measurement).", "`hgx-h200` presets, no profile",
+  const RunTable h200{kH200Run, "validation.jsonl", "h200-validation",
+                      "**held-out** for the values (no constant's value comes from an H200); the choice of the memory kinds with an SM "
+                      "limit was read from the H200's calibration run after these steps' miss.",
+                      "`hgx-h200` presets, no profile",
                       "`--hw-profile h100-sxm-2026-11-23` (the H100's fit, carried over)", "H100 profile"};
   auto pts200 = points_of(h200);
   if (!pts200) return pts200.error();

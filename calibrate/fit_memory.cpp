@@ -155,9 +155,13 @@ MemoryFit fit_memory_kinds(const std::vector<MemorySample>& samples, const hw::G
       auto& kp = trial.kinds[static_cast<std::size_t>(kind)];
       kp.efficiency = eff;
       kp.overhead = Time::from_seconds(overhead);
-      // A kind with an SM-side limit: the rate measured here is that limit too, so the profile
-      // gives this GPU its measured rate and another GPU the lower of the two scalings.
-      if (kp.sm_bytes_per_cycle > 0 && gpu.sms > 0 && gpu.sm_clock_hz > 0) kp.sm_bytes_per_cycle = eff * bw / (gpu.sms * gpu.sm_clock_hz);
+      // A kind with an SM limit: the limit becomes at least the rate measured here (per SM and
+      // cycle, rounded up as written), so the profile gives this GPU its measured rate; a GPU
+      // that its bandwidth bound here leaves the limit where it was.
+      if (const double cycles = workloads::sm_cycles_per_s(gpu); kp.sm_bytes_per_cycle > 0 && cycles > 0) {
+        const double written = std::stod(fraction_text(eff));
+        kp.sm_bytes_per_cycle = std::max(kp.sm_bytes_per_cycle, std::ceil(std::max(eff, written) * bw / cycles * 1e4) / 1e4);
+      }
     }
     // Keep the fit only where no harness kernel of the kind does worse on its held-out points than
     // with dtsim's values.
@@ -194,8 +198,8 @@ MemoryFit fit_memory_kinds(const std::vector<MemorySample>& samples, const hw::G
       out.params[fmt::format("compute.memory.{}.overhead", name)] = time_text(overhead);
       j["efficiency"] = round4(eff);
       j["achieved_GBps"] = round4(eff * bw * 1e-9);
-      if (const double c = params.kinds[static_cast<std::size_t>(kind)].sm_bytes_per_cycle; c > 0 && gpu.sm_clock_hz > 0) {
-        out.params[fmt::format("compute.memory.{}.sm_bytes_per_cycle", name)] = fmt::format("{:.4f}", c);
+      if (const double c = params.kinds[static_cast<std::size_t>(kind)].sm_bytes_per_cycle; c > 0 && workloads::sm_cycles_per_s(gpu) > 0) {
+        out.params[fmt::format("compute.memory.{}.sm_bytes_per_cycle", name)] = fmt::format("{:.4f}", std::ceil(c * 1e4) / 1e4);
         j["sm_bytes_per_cycle"] = round4(c);
       }
     }

@@ -23,32 +23,18 @@ std::optional<hw::LinkKind> parse_link_kind(const std::string& s) {
   return std::nullopt;
 }
 
-// "700 W" -> {700, "W"}: a number, then spaces, then its unit.
-std::optional<std::pair<double, std::string>> number_and_unit(const std::string& s) {
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc()) return std::nullopt;
-  std::string unit(ptr, s.data() + s.size());
-  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  return std::pair{v, unit};
-}
-
-// "1980 MHz" or "1.98 GHz" -> Hz.
-std::optional<double> parse_clock(const std::string& s) {
-  const auto q = number_and_unit(s);
-  if (!q || !(q->first > 0)) return std::nullopt;
-  if (q->second == "MHz") return q->first * 1e6;
-  if (q->second == "GHz") return q->first * 1e9;
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::optional<double> parse_watts(const std::string& s) {
-  const auto q = number_and_unit(s);
-  if (!q || q->first < 0) return std::nullopt;
-  if (q->second == "W") return q->first;
-  if (q->second == "kW") return q->first * 1e3;
+  double v = 0;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(begin, end, v);
+  if (ec != std::errc() || v < 0) return std::nullopt;
+  std::string unit(ptr, end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  if (unit == "W") return v;
+  if (unit == "kW") return v * 1e3;
   return std::nullopt;
 }
 
@@ -211,8 +197,8 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
   }
   g.sms = static_cast<int>(r.integer("sms", true, 1, 100000).value_or(0));
   if (auto clk = r.string("sm_clock")) {
-    const auto hz = parse_clock(*clk);
-    if (!hz) r.error("sm_clock", fmt::format("'{}' is not a clock such as \"1980 MHz\"", *clk));
+    const auto hz = parse_frequency(*clk);
+    if (!hz) r.error("sm_clock", hz.error().message);
     else if (*hz < 1e8 || *hz > 1e10) r.error("sm_clock", fmt::format("{} is not a GPU's SM clock (100 MHz to 10 GHz)", *clk));
     else g.sm_clock_hz = *hz;
   }

@@ -90,6 +90,8 @@ constexpr std::array<Scaled, 16> kFlopUnits{{
     {"TFlop/s", 1e12}, {"PFlop/s", 1e15},
 }};
 
+constexpr std::array<Scaled, 4> kFrequencyUnits{{{"Hz", 1}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}}};
+
 }  // namespace
 
 Time Time::from_seconds(double seconds) {
@@ -163,6 +165,17 @@ Expected<FlopRate> parse_flop_rate(std::string_view text) {
                              unit_list(kFlopUnits))};
   }
   return FlopRate::flops_per_s(nu->number * u->factor);
+}
+
+Expected<double> parse_frequency(std::string_view text) {
+  auto nu = split(text, "frequency");
+  if (!nu) return nu.error();
+  if (nu->unit.empty()) return Error{fmt::format("'{}' has no unit; write a clock like \"1980 MHz\"", text)};
+  const Scaled* u = find_unit(kFrequencyUnits, nu->unit);
+  if (u == nullptr) {
+    return Error{fmt::format("'{}' has an unknown frequency unit '{}' (use one of {})", text, nu->unit, unit_list(kFrequencyUnits))};
+  }
+  return nu->number * u->factor;
 }
 
 std::string to_string(Time t) {

@@ -131,11 +131,14 @@ double ComputeModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_
   return params_.efficiency(d) * best;
 }
 
+double sm_cycles_per_s(const hw::GpuSpec& g) { return g.sms > 0 && g.sm_clock_hz > 0 ? g.sms * g.sm_clock_hz : 0; }
+
 double ComputeModel::memory_rate(MemoryKind k) const {
   const double hbm = gpu_.memory_bandwidth.bytes_per_s() * params_.kind_efficiency(k);
   const double per_cycle = k == MemoryKind::stream ? 0 : params_.kinds[static_cast<std::size_t>(k)].sm_bytes_per_cycle;
-  if (per_cycle <= 0 || gpu_.sm_clock_hz <= 0 || gpu_.sms <= 0) return hbm;
-  return std::min(hbm, per_cycle * gpu_.sms * gpu_.sm_clock_hz);
+  const double cycles = sm_cycles_per_s(gpu_);
+  if (per_cycle <= 0 || cycles <= 0) return hbm;
+  return std::min(hbm, per_cycle * cycles);
 }
 
 Time ComputeModel::kernel_time(const Kernel& k) const {
@@ -173,7 +176,7 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
 
 namespace {
 
-Status set_fraction(double& d, std::string_view v, double max = 1.0, bool zero = false) {
+Status set_in(double& d, std::string_view v, double max, bool zero) {
   double x = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0 || (zero && x == 0)) || x > max) {
@@ -182,6 +185,9 @@ Status set_fraction(double& d, std::string_view v, double max = 1.0, bool zero =
   d = x;
   return {};
 }
+
+Status set_fraction(double& d, std::string_view v, double max = 1.0) { return set_in(d, v, max, false); }
+Status set_at_least_zero(double& d, std::string_view v, double max) { return set_in(d, v, max, true); }
 
 std::vector<ComputeParamInfo> build_table() {
   std::vector<ComputeParamInfo> t;
@@ -250,15 +256,17 @@ std::vector<ComputeParamInfo> build_table() {
                                    return Status();
                                  }});
     t.push_back(ComputeParamInfo{
-        fmt::format("memory.{}.sm_bytes_per_cycle", to_string(kind)), "bytes",
+        fmt::format("memory.{}.sm_bytes_per_cycle", to_string(kind)), "bytes per SM per cycle",
         fmt::format("bytes one SM moves per cycle in {} kernels, whatever the bandwidth (0: no such limit)", to_string(kind)),
         p0.kinds[at].sm_bytes_per_cycle > 0
             ? "the kind's H100 rate (efficiency above) per SM and cycle (132 SMs, 1,980 MHz); its H200 rate "
               "(data/calibration/h200-sxm-2026-11-27: same SMs and clock, 1.43x the bandwidth) exceeds the H100's by 11% at most, "
-              "against 43% more bandwidth"
-            : "none: the kind scaled with the bandwidth from H100 to H200 (data/calibration/h200-sxm-2026-11-27)",
+              "against 43% more bandwidth; used on every GPU whose preset gives sm_clock (on Ampere an untested assumption)"
+            : kind == MemoryKind::dropout
+                ? "none: dropout is bound by its random numbers (dropout_ops), on the same fp32 peak on H100 and H200"
+                : "none: the kind gained with the bandwidth from H100 to H200 (data/calibration/h200-sxm-2026-11-27)",
         [at](const ComputeParams& p) { return fmt::format("{:.4g}", p.kinds[at].sm_bytes_per_cycle); },
-        [at](ComputeParams& p, std::string_view v) { return set_fraction(p.kinds[at].sm_bytes_per_cycle, v, 1024.0, true); }});
+        [at](ComputeParams& p, std::string_view v) { return set_at_least_zero(p.kinds[at].sm_bytes_per_cycle, v, 1024.0); }});
   }
   number("dropout_ops", &ComputeParams::dropout_ops, "operations",
          "fp32-pipe operations per element of a dropout mask drawn from a 64-bit hash (training.dropout_rng: hash)",

@@ -95,6 +95,15 @@ struct MemoryKindParams {
   double sm_bytes_per_cycle = 0;
 };
 
+// SM cycles per second of a GPU (SMs x SM clock); 0 where its preset gives no clock.
+double sm_cycles_per_s(const hw::GpuSpec& g);
+
+// A kind bound by its SMs whose rate on the H100 SXM is `efficiency` x its 3.35 TB/s: that rate
+// per SM and cycle (132 SMs at the 1,980 MHz its memory suite ran at) is its SM limit.
+inline MemoryKindParams h100_sm_bound(double efficiency, Time overhead) {
+  return {efficiency, overhead, efficiency * 3.35e12 / (132 * 1.98e9)};
+}
+
 struct ComputeParams {
   // Fraction of the dtype's peak that a large, well-shaped GEMM reaches.
   std::array<double, 6> gemm_efficiency{0.9, 0.85, 0.8, 0.8, 0.8, 0.7};  // fp64 fp32 tf32 bf16 fp16 fp8
@@ -114,22 +123,22 @@ struct ComputeParams {
   // layout and layout_split: h100-sxm-2026-11-26),
   // as fractions of the datasheet bandwidth, fitted on the points `dtsim fit` trains on (its
   // held-out points stay held out); docs/model.md.
-  // sm_bytes_per_cycle: the same H100 rates per SM and cycle (132 SMs at the 1,980 MHz its memory
-  // suite ran at), for the kinds whose rate the H200 (same SMs and clock, 1.43x the bandwidth)
-  // exceeded by 11% at most (data/calibration/h200-sxm-2026-11-27); streams, dropout and the
-  // optimizer gained 28-43% there and have no such limit.
+  // SM limits (h100_sm_bound): the kinds whose rate the H200 (same SMs and clock, 1.43x the
+  // bandwidth) exceeded by 11% at most (data/calibration/h200-sxm-2026-11-27). Streams (+39%) and
+  // the optimizer (+27%) gained with the bandwidth, and dropout is bound by its random numbers
+  // (dropout_ops, the same fp32 peak on both): none of them has an SM limit.
   std::array<MemoryKindParams, kMemoryKinds> kinds{{
-      {0.85, Time::us(4), 0},                      // stream (unused: memory_efficiency, kernel_overhead)
-      {0.4067, Time::ns(5190), 5.213},             // norm
-      {0.3325, Time::ns(8830), 4.262},             // norm_bwd
-      {0.4275, Time::ns(5830), 5.480},             // activation
-      {0.5632, Time::ns(5790), 7.219},             // activation_bwd
-      {0.4962, Time::ns(11820), 6.360},            // softmax
-      {0.6064, Time::ns(5960), 7.773},             // softmax_bwd
-      {0.85, Time::ns(3070), 0},                   // dropout (bytes at stream rate; see dropout_ops)
-      {0.8215, Time::us(4), 0},                    // optimizer (two points: the fixed cost is the launch's, assumed)
-      {0.2199, Time::ns(3200), 2.819},             // layout (head permutes; data/calibration/h100-sxm-2026-11-26)
-      {0.1642, Time::ns(4985), 2.105},             // layout_split (QKV split; same run)
+      {0.85, Time::us(4)},                         // stream (unused: memory_efficiency, kernel_overhead)
+      h100_sm_bound(0.4067, Time::ns(5190)),       // norm
+      h100_sm_bound(0.3325, Time::ns(8830)),       // norm_bwd
+      h100_sm_bound(0.4275, Time::ns(5830)),       // activation
+      h100_sm_bound(0.5632, Time::ns(5790)),       // activation_bwd
+      h100_sm_bound(0.4962, Time::ns(11820)),      // softmax
+      h100_sm_bound(0.6064, Time::ns(5960)),       // softmax_bwd
+      {0.85, Time::ns(3070)},                      // dropout (bytes at stream rate; see dropout_ops)
+      {0.8215, Time::us(4)},                       // optimizer (two points: the fixed cost is the launch's, assumed)
+      h100_sm_bound(0.2199, Time::ns(3200)),       // layout (head permutes; data/calibration/h100-sxm-2026-11-26)
+      h100_sm_bound(0.1642, Time::ns(4985)),       // layout_split (QKV split; same run)
   }};
   // Dropout draws one random number per element: fp32-pipe operations per element for the random
   // number, the compare and the scale. dropout_ops: a 64-bit hash per element (dtsim's harness and

@@ -218,7 +218,9 @@ TEST(BadInput, SmClockNeedsAUnitAndAGpusRange) {
   auto ok = load(write_temp("uses-clock.yaml", "node: " + write_temp("clock-ok.yaml", node_with("1.5 GHz")) + "\n"), good);
   ASSERT_TRUE(ok.has_value()) << good.diagnostics.to_string();
   EXPECT_DOUBLE_EQ(ok->groups.at(0).node.gpu.sm_clock_hz, 1.5e9);
-  for (const auto& [clock, says] : {std::pair{std::string("fast"), std::string("is not a clock")}, std::pair{std::string("1980"), std::string("is not a clock")},
+  for (const auto& [clock, says] : {std::pair{std::string("fast"), std::string("does not start with a number")},
+                                    std::pair{std::string("1980"), std::string("has no unit")},
+                                    std::pair{std::string("1980 MHZ"), std::string("unknown frequency unit 'MHZ'")},
                                     std::pair{std::string("50 GHz"), std::string("100 MHz to 10 GHz")}}) {
     const std::string node_file = write_temp("clock.yaml", node_with(clock));
     LoadContext bad;

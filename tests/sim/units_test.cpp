@@ -31,6 +31,16 @@ TEST(Units, ParsesTimes) {
   EXPECT_EQ(parse_time("250 ps")->picoseconds(), 250);
 }
 
+TEST(Units, ParsesFrequencies) {
+  EXPECT_DOUBLE_EQ(*parse_frequency("1980 MHz"), 1.98e9);
+  EXPECT_DOUBLE_EQ(*parse_frequency("1.41 GHz"), 1.41e9);
+  EXPECT_DOUBLE_EQ(*parse_frequency("+500 kHz"), 5e5);
+  EXPECT_FALSE(parse_frequency("1980").ok());
+  EXPECT_FALSE(parse_frequency("-1 GHz").ok());
+  EXPECT_FALSE(parse_frequency("inf GHz").ok());
+  EXPECT_FALSE(parse_frequency("2 GB/s").ok());
+}
+
 TEST(Units, ParsesFlopRates) {
   EXPECT_DOUBLE_EQ(parse_flop_rate("989 TFLOP/s")->flops_per_s(), 989e12);
   EXPECT_DOUBLE_EQ(parse_flop_rate("2.25 PFLOPS")->flops_per_s(), 2.25e15);
