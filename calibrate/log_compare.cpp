@@ -142,7 +142,7 @@ Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommPa
     p.measured_busbw_GBps = busbw_GBps(out.op, out.gpus, static_cast<double>(row.bytes), *f.time_us * 1e-6);
     p.simulated_busbw_GBps = busbw_GBps(out.op, out.gpus, static_cast<double>(row.bytes), t.seconds());
     p.algo = fmt::format("{}/{}", comm::to_string(plan->algo), comm::to_string(plan->protocol));
-    p.channels = plan->channels;
+    p.channels = plan->nccl_channels;
     out.points.push_back(std::move(p));
   }
   if (out.points.empty()) return Error(fmt::format("{}: no row of the log has a measured time", log.path), "compare");

@@ -21,7 +21,7 @@ struct LogComparePoint {
   double measured_busbw_GBps = 0;
   double simulated_busbw_GBps = 0;
   std::string algo;  // what dtsim ran, "ring/LL"
-  int channels = 0;
+  int channels = 0;  // the channels NCCL runs it on (comm::Plan::nccl_channels; 0: not an NCCL algorithm)
   // (simulated - measured) / measured bus bandwidth, as docs/validation.md reports errors.
   double error() const { return (simulated_busbw_GBps - measured_busbw_GBps) / measured_busbw_GBps; }
 };

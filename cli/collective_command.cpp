@@ -311,7 +311,7 @@ int run(const Options& o) {
     row.op = *op;
     row.algo = std::string(comm::to_string(plan->algo));
     row.protocol = std::string(comm::to_string(plan->protocol));
-    row.channels = plan->channels;
+    row.channels = plan->nccl_channels;
     row.bytes = bytes.count();
     row.count = count;
     row.type = nccl_type_name(*dtype);

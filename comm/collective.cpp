@@ -622,6 +622,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   // NCCL's channel count on this communicator (channel_params) sets both.
   const CommParams chp = channel_params(lay);
   const double used = ring_split_fraction(chp, op, proto, size, n);
+  plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
   const std::int64_t slices = proto == Protocol::simple ? chp.ring_slices(size, n, chp.channels_used(Algo::ring, proto, size, n), nsteps) : 0;
@@ -706,7 +707,8 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   ph.what = fmt::format("chain {}", to_string(op));
   for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
   const CommParams chp = channel_params(lay);
-  cap_channels(ph, static_cast<double>(chp.channels_used(Algo::ring, proto, size, n)) / std::max(1, chp.max_channels));
+  plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
+  cap_channels(ph, static_cast<double>(plan.nccl_channels) / std::max(1, chp.max_channels));
   plan.phases.push_back(std::move(ph));
 }
 
@@ -781,7 +783,9 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   ph.what = "double binary tree all-reduce";
   for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
   // Fewer channels for small messages, and pieces that leave the first channels the most.
-  cap_channels(ph, tree_split_fraction(channel_params(lay), proto, size, plan.ranks, m));
+  const CommParams chp = channel_params(lay);
+  plan.nccl_channels = chp.channels_used(Algo::tree, proto, size, plan.ranks);
+  cap_channels(ph, tree_split_fraction(chp, proto, size, plan.ranks, m));
   plan.phases.push_back(std::move(ph));
 }
 
@@ -830,6 +834,7 @@ void Planner::add_nvls(const Layout& lay, Bytes size, Plan& plan) {
     link = link == 0 ? c : std::min(link, c);
   }
   plan.channels = params_.nvls_channels;
+  plan.nccl_channels = params_.nvls_channels;
   plan.unseen_by_tuner = nvls_pipeline_cost(size, n, n, link * params_.nvls_efficiency);
   const Time latency = std::max(params_.nvls_latency, path_lat * 2) + plan.unseen_by_tuner + params_.call_overhead;
   Phase ph{"NVLS all-reduce", {FlowGroup{to_uses(all), scaled(bytes, params_.nvls_efficiency), latency}}};
@@ -967,6 +972,7 @@ void Planner::add_nvls_tree(const Layout& lay, Bytes size, Plan& plan) {
   // depth), never under the paths' own, and as on one node the loops' synchronisation and the
   // first scatter and last gather, which the pipeline cannot hide and NCCL's tuner does not see.
   plan.channels = params_.nvls_channels;
+  plan.nccl_channels = params_.nvls_channels;
   plan.unseen_by_tuner = nvls_pipeline_cost(size, static_cast<int>(nheads), gmax, link * intra_factor);
   const int depth = ceil_log2(m);
   const Time latency = std::max(params_.nvls_latency + params_.nvls_net_latency * (2 * depth), path_lat * 2 + net_lat * (2 * depth)) +

@@ -1,6 +1,7 @@
 #include "reports/collective_report.hpp"
 
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -25,7 +26,7 @@ std::string render_table(const CollectiveReport& r) {
   for (const auto& row : r.rows) {
     out += fmt::format(" {:>14} {:>13} {:>9} {:>6} {:>6} {:>11.2f} {:>8.2f} {:>8.2f}  {:<14} {:>4}\n", row.bytes, row.count,
                        row.type, row.redop, row.root, row.time_us, row.algbw_GBps, row.busbw_GBps,
-                       row.algo + "/" + row.protocol, row.channels);
+                       row.algo + "/" + row.protocol, row.channels > 0 ? std::to_string(row.channels) : std::string("-"));
   }
   return out;
 }

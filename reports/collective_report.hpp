@@ -20,7 +20,7 @@ struct CollectiveRow {
   std::string type;
   std::string redop;   // "sum" or "none"
   int root = -1;       // -1 when the collective has no root
-  int channels = 0;
+  int channels = 0;    // NCCL's channels at this size (comm::Plan::nccl_channels); 0: not an NCCL algorithm
   double time_us = 0;
   double algbw_GBps = 0;
   double busbw_GBps = 0;
@@ -34,7 +34,7 @@ struct CollectiveReport {
 };
 
 // nccl-tests' columns (size, count, type, redop, root, time, algbw, busbw) plus the algorithm,
-// protocol and channels dtsim chose.
+// protocol dtsim chose and the channels NCCL runs them on ("-" where dtsim's algorithm is not NCCL's).
 std::string render_table(const CollectiveReport& r);
 nlohmann::json to_json(const CollectiveReport& r);
 

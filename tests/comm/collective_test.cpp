@@ -317,6 +317,31 @@ TEST(Channels, ARingOnFewerChannelsMovesAtTheirShare) {
   EXPECT_NEAR(f.simulate(ag), ag_expected, 0.01 * ag_expected);
 }
 
+// What a plan reports as NCCL's channels (the `ch` column of dtsim collective), worked out by
+// NCCL's launch rule by hand: Simple rings use nc = bytes / (512 threads x 64) channels, at most
+// the 24 NCCL opens on this node; trees the same with their own threshold; NVLS its 16 channels at
+// every size; dtsim's own direct all-to-all reports none (NCCL's peer-to-peer channels are not
+// modelled). The model's ring paths (`channels`) stay 1 on one node.
+TEST(Channels, APlanReportsTheChannelsNcclLaunches) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const Plan small = f.plan(CollOp::allreduce, Bytes::KiB(64), Algo::ring, Protocol::simple);
+  EXPECT_EQ(small.nccl_channels, 2);   // 65,536 / 32,768
+  EXPECT_EQ(small.channels, 1);
+  EXPECT_EQ(f.plan(CollOp::allreduce, Bytes::KiB(256), Algo::ring, Protocol::simple).nccl_channels, 8);
+  EXPECT_EQ(f.plan(CollOp::allreduce, Bytes::GiB(1), Algo::ring, Protocol::simple).nccl_channels, 24);
+  EXPECT_EQ(f.plan(CollOp::reducescatter, Bytes::KiB(100), Algo::ring, Protocol::simple).nccl_channels, 3);  // 102,400 / 32,768
+  EXPECT_EQ(f.plan(CollOp::broadcast, Bytes::KiB(64), Algo::ring, Protocol::simple).nccl_channels, 2);
+  EXPECT_EQ(f.plan(CollOp::allreduce, Bytes::KiB(64), Algo::tree, Protocol::ll).nccl_channels, 16);  // 65,536 / (512 x 8)
+  EXPECT_EQ(f.plan(CollOp::alltoall, Bytes::MiB(1), Algo::direct, Protocol::simple).nccl_channels, 0);
+}
+
+TEST(Channels, NvlsReportsItsChannelsAtEverySize) {
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  for (const Bytes s : {Bytes::KiB(64), Bytes::GiB(1)}) {
+    EXPECT_EQ(f.plan(CollOp::allreduce, s, Algo::nvls, Protocol::simple).nccl_channels, 16) << s.count();
+  }
+}
+
 TEST(AllToAll, EachRankSendsNMinusOneOverNOfItsBuffer) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   const int n = 8;
