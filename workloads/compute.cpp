@@ -176,18 +176,22 @@ Time ComputeModel::kernel_time(const Kernel& k) const {
 
 namespace {
 
-Status set_in(double& d, std::string_view v, double max, bool zero) {
+// Which interval a parameter's value must lie in: (0, max] or [0, max].
+enum class Lowest { above_zero, zero };
+
+Status set_in(double& d, std::string_view v, double max, Lowest lowest) {
+  const bool zero_ok = lowest == Lowest::zero;
   double x = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0 || (zero && x == 0)) || x > max) {
-    return Error(fmt::format("'{}' is not a number in {}0, {}]", v, zero ? "[" : "(", max));
+  if (ec != std::errc() || ptr != v.data() + v.size() || !(x > 0 || (zero_ok && x == 0)) || x > max) {
+    return Error(fmt::format("'{}' is not a number in {}0, {}]", v, zero_ok ? "[" : "(", max));
   }
   d = x;
   return {};
 }
 
-Status set_fraction(double& d, std::string_view v, double max = 1.0) { return set_in(d, v, max, false); }
-Status set_at_least_zero(double& d, std::string_view v, double max) { return set_in(d, v, max, true); }
+Status set_fraction(double& d, std::string_view v, double max = 1.0) { return set_in(d, v, max, Lowest::above_zero); }
+Status set_at_least_zero(double& d, std::string_view v, double max) { return set_in(d, v, max, Lowest::zero); }
 
 std::vector<ComputeParamInfo> build_table() {
   std::vector<ComputeParamInfo> t;

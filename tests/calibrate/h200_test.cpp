@@ -76,7 +76,7 @@ TEST(H200Model, SmBoundKindsKeepTheH100sRateStreamsScaleWithBandwidth) {
 // by (the values are the H100's, so this checks them, not the choice). Each kernel's
 // median error over all its points (`dtsim fit` prints them as the defaults' median(all)).
 // Measured: layer norm 8.4% forward and 10.3% backward (the backward runs 11% faster on the H200
-// than on the H100), GELU 6.4% and 4.2%, softmax 8.6% and 4.2%, the layout copies 0.4% (heads)
+// than on the H100), GELU 6.4% and 4.2%, softmax 8.6% and 4.2%, the layout copies 0.3% (heads)
 // and 2.9% (QKV); with the bandwidth fraction alone (no SM limit) 21.7-30.5%. Bound: 15% each,
 // and every median below the bandwidth-only model's.
 TEST(H200Model, HarnessKernelsBoundByTheirSmsMatchTheMeasuredH200) {
