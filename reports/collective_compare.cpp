@@ -6,6 +6,7 @@
 
 #include "comm/params.hpp"
 #include "reports/charts.hpp"
+#include "reports/collective_report.hpp"
 #include "reports/output.hpp"
 #include "sim/units.hpp"
 
@@ -42,11 +43,11 @@ std::string clean(const std::string& s) {
 std::string render_comparison(const calibrate::LogComparison& c, const std::string& cluster) {
   std::string out = fmt::format("# dtsim collective --compare {}\n# {}\n", c.log, what(c, cluster));
   out += "# error = (dtsim - measured) / measured bus bandwidth\n#\n";
-  out += fmt::format("# {:>12} {:>12} {:>12} {:>10} {:>10} {:>9}  {}\n", "size (B)", "measured us", "dtsim us", "meas busbw",
-                     "dtsim busbw", "error", "dtsim algo");
+  out += fmt::format("# {:>12} {:>12} {:>12} {:>10} {:>10} {:>9}  {:<14} {:>4}\n", "size (B)", "measured us", "dtsim us", "meas busbw",
+                     "dtsim busbw", "error", "dtsim algo", "ch");
   for (const auto& p : c.points) {
-    out += fmt::format("  {:>12} {:>12.2f} {:>12.2f} {:>10.2f} {:>10.2f} {:>+8.1f}%  {}\n", p.bytes, p.measured_us, p.simulated_us,
-                       p.measured_busbw_GBps, p.simulated_busbw_GBps, 100 * p.error(), p.algo);
+    out += fmt::format("  {:>12} {:>12.2f} {:>12.2f} {:>10.2f} {:>10.2f} {:>+8.1f}%  {:<14} {:>4}\n", p.bytes, p.measured_us, p.simulated_us,
+                       p.measured_busbw_GBps, p.simulated_busbw_GBps, 100 * p.error(), p.algo, channels_text(p.channels));
   }
   out += "# " + summary(c) + "\n";
   return out;
@@ -63,10 +64,10 @@ std::string comparison_csv(const calibrate::LogComparison& c) {
 
 std::string comparison_markdown(const calibrate::LogComparison& c, const std::string& cluster) {
   std::string out = fmt::format("# dtsim against `{}`\n\n{}.\n\n", c.log, what(c, cluster));
-  out += "| size | measured busbw (GB/s) | dtsim busbw (GB/s) | dtsim algo | error |\n|---:|---:|---:|---|---:|\n";
+  out += "| size | measured busbw (GB/s) | dtsim busbw (GB/s) | dtsim algo | NCCL channels | error |\n|---:|---:|---:|---|---:|---:|\n";
   for (const auto& p : c.points) {
-    out += fmt::format("| {} | {:.2f} | {:.2f} | {} | {:+.1f}% |\n", to_string(Bytes(p.bytes)), p.measured_busbw_GBps, p.simulated_busbw_GBps,
-                       p.algo, 100 * p.error());
+    out += fmt::format("| {} | {:.2f} | {:.2f} | {} | {} | {:+.1f}% |\n", to_string(Bytes(p.bytes)), p.measured_busbw_GBps, p.simulated_busbw_GBps,
+                       p.algo, channels_text(p.channels), 100 * p.error());
   }
   out += "\n" + summary(c) + ".\n\n![bus bandwidth](compare.svg)\n";
   return out;

@@ -15,6 +15,8 @@ double round_to(double v, int decimals) {
 }
 }  // namespace
 
+std::string channels_text(int channels) { return channels > 0 ? std::to_string(channels) : std::string("-"); }
+
 std::string render_table(const CollectiveReport& r) {
   std::string out;
   for (const auto& h : r.header) out += "# " + h + "\n";
@@ -26,7 +28,7 @@ std::string render_table(const CollectiveReport& r) {
   for (const auto& row : r.rows) {
     out += fmt::format(" {:>14} {:>13} {:>9} {:>6} {:>6} {:>11.2f} {:>8.2f} {:>8.2f}  {:<14} {:>4}\n", row.bytes, row.count,
                        row.type, row.redop, row.root, row.time_us, row.algbw_GBps, row.busbw_GBps,
-                       row.algo + "/" + row.protocol, row.channels > 0 ? std::to_string(row.channels) : std::string("-"));
+                       row.algo + "/" + row.protocol, channels_text(row.channels));
   }
   return out;
 }

@@ -36,6 +36,8 @@ struct CollectiveReport {
 // nccl-tests' columns (size, count, type, redop, root, time, algbw, busbw) plus the algorithm,
 // protocol dtsim chose and the channels NCCL runs them on ("-" where dtsim's algorithm is not NCCL's).
 std::string render_table(const CollectiveReport& r);
+// A channel count as the tables print it: the number, or "-" for 0 (not an NCCL algorithm).
+std::string channels_text(int channels);
 nlohmann::json to_json(const CollectiveReport& r);
 
 }  // namespace dtsim::reports
