@@ -159,7 +159,7 @@ MemoryFit fit_memory_kinds(const std::vector<MemorySample>& samples, const hw::G
       // cycle, rounded up as written), so the profile gives this GPU its measured rate; a GPU
       // that its bandwidth bound here leaves the limit where it was.
       if (const double cycles = workloads::sm_cycles_per_s(gpu); kp.sm_bytes_per_cycle > 0 && cycles > 0) {
-        const double written = std::round(eff * 1e4) / 1e4;  // the efficiency as the profile writes it (fraction_text)
+        const double written = std::stod(fraction_text(eff));
         kp.sm_bytes_per_cycle = std::max(kp.sm_bytes_per_cycle, std::ceil(std::max(eff, written) * bw / cycles * 1e4) / 1e4);
       }
     }
