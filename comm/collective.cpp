@@ -625,7 +625,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
-  const std::int64_t slices = proto == Protocol::simple ? chp.ring_slices(size, n, chp.channels_used(Algo::ring, proto, size, n), nsteps) : 0;
+  const std::int64_t slices = proto == Protocol::simple ? chp.ring_slices(size, n, plan.nccl_channels, nsteps) : 0;
   if (fid == Fidelity::per_step) {
     const Time slice_lat = intra_lat * (slices / nsteps);
     const double chunk = size.as_double() / n / nch;

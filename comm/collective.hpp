@@ -60,10 +60,15 @@ struct Plan {
   Protocol protocol = Protocol::simple;
   int ranks = 0;
   int nodes = 0;
-  int channels = 0;       // the model's distinct ring paths (one per NIC a ring leaves a node through; 1 on one node)
-  int nccl_channels = 0;  // channels (thread blocks) NCCL runs this collective on at this size, as NCCL_DEBUG's
-                          // nChannels says: ring and tree by NCCL's launch rule, NVLS its nvls.channels; 0 where the
-                          // algorithm is not NCCL's (hierarchical) or NCCL's peer-to-peer channels (direct) are not modelled
+  // The model's flow groups per phase: distinct ring paths (one per NIC a ring leaves a node
+  // through; per GPU order on NVLink meshes; 1 on an NVSwitch node), NVLS its channels.
+  int channels = 0;
+  // The channels (thread blocks) NCCL runs this collective on at this size, as dtsim models NCCL:
+  // NCCL's launch rule for rings and trees over the channels the communicator opens (on one node
+  // comm.max_channels, across nodes from the nodes' NICs), nvls.channels for NVLS. 0 where the
+  // algorithm is not NCCL's (hierarchical), NCCL's peer-to-peer channels are not modelled
+  // (direct), or a single rank copies locally.
+  int nccl_channels = 0;
   Bytes size;
   std::vector<Phase> phases;
   // Closed form: for each phase, its largest latency plus the time the most loaded link needs for

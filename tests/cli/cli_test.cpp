@@ -31,6 +31,43 @@ TEST(Cli, CollectivePrintsAnNcclTestsTable) {
   EXPECT_NE(r.out.find("      4194304 "), std::string::npos);
 }
 
+// The last column of a table row: the channels NCCL runs the collective on (by hand from NCCL's
+// launch rule: a Simple ring uses bytes / (512 threads x 64) channels, at most the 24 the preset's
+// node opens: 2 at 64 KiB, 24 at 1 GiB), "-" for dtsim's own all-to-all.
+std::string last_field_of_row(const std::string& out, const std::string& size) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::string first, last, f;
+    ls >> first;
+    if (first != size) continue;
+    while (ls >> f) last = f;
+    return last;
+  }
+  return "";
+}
+
+TEST(Cli, CollectiveShowsTheChannelsNcclRunsOn) {
+  const std::string json = temp("channels.json");
+  const Result r = run("collective --cluster dgx-a100-80g --algo ring --proto Simple --min 64K --max 1G -f 16384 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(last_field_of_row(r.out, "65536"), "2") << r.out;
+  EXPECT_EQ(last_field_of_row(r.out, "1073741824"), "24") << r.out;
+  EXPECT_NE(slurp(json).find("\"channels\": 24"), std::string::npos);
+  // Across nodes, the channels NCCL v2.18.5 opens from the nodes' NICs (worked by hand in
+  // tests/comm/split_test.cpp, docs/model.md "Channels across nodes"): 16 on A100 nodes with 8 HDR
+  // NICs, 32 on H100 nodes with 8 NDR NICs; a 1 GiB Simple ring uses them all.
+  const Result a100 = run("collective --cluster dgx-a100-80g --nodes 2 --algo ring --proto Simple --min 1G --max 1G");
+  ASSERT_EQ(a100.code, 0) << a100.out;
+  EXPECT_EQ(last_field_of_row(a100.out, "1073741824"), "16") << a100.out;
+  const Result h100 = run("collective --cluster dgx-h100 --nodes 2 --algo ring --proto Simple --min 1G --max 1G");
+  ASSERT_EQ(h100.code, 0) << h100.out;
+  EXPECT_EQ(last_field_of_row(h100.out, "1073741824"), "32") << h100.out;
+  const Result a2a = run("collective --cluster dgx-a100-80g --op alltoall --min 1M --max 1M");
+  ASSERT_EQ(a2a.code, 0) << a2a.out;
+  EXPECT_EQ(last_field_of_row(a2a.out, "1048576"), "-") << a2a.out;
+}
+
 TEST(Cli, JsonHasConfigAndRowsAndIsByteIdenticalAcrossRuns) {
   const std::string a = temp("a.json"), b = temp("b.json");
   ASSERT_EQ(run("collective --cluster dgx-a100-80g --nodes 3 --op allgather --min 8 --max 1G --json " + a).code, 0);
@@ -247,6 +284,11 @@ TEST(CliCompare, PrintsBothCurvesAndTheErrorPerSize) {
     // One thread launched 8 kernels per iteration: never under 8 launches of the default 4.2 us.
     EXPECT_GE(sim_us, 8 * 4.2 - 1e-3) << i;
   }
+  // At 8 GiB dtsim's ring runs on all 24 channels the node opens (NCCL's launch rule): the CSV's
+  // last column and the printed row's last field.
+  EXPECT_EQ(rows[0].back(), "channels");
+  EXPECT_EQ(rows[24].back(), "24");
+  EXPECT_EQ(last_field_of_row(r.out, "8589934592"), "24") << r.out;
   const std::string svg = slurp(dir + "/compare.svg");
   EXPECT_NE(svg.find("<svg"), std::string::npos);
   EXPECT_NE(svg.find("measured"), std::string::npos);
