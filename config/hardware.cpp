@@ -1,7 +1,5 @@
 #include "config/hardware.hpp"
 
-#include <charconv>
-
 #include <fmt/format.h>
 
 #include "config/presets.hpp"
@@ -24,19 +22,6 @@ std::optional<hw::LinkKind> parse_link_kind(const std::string& s) {
 }
 
 }  // namespace
-
-std::optional<double> parse_watts(const std::string& s) {
-  double v = 0;
-  const char* begin = s.data();
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(begin, end, v);
-  if (ec != std::errc() || v < 0) return std::nullopt;
-  std::string unit(ptr, end);
-  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  if (unit == "W") return v;
-  if (unit == "kW") return v * 1e3;
-  return std::nullopt;
-}
 
 // GPUs the topology builds: every GPU of every node, with its PCIe tree and NICs, also those that
 // gpus_per_node leaves unused (a million single-GPU DGX nodes build eight million NICs: found by
@@ -213,8 +198,9 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
     pc->finish();
   }
   if (auto tdp = r.string("tdp")) {
-    if (auto w = parse_watts(*tdp)) g.tdp_watts = *w;
-    else r.error("tdp", fmt::format("'{}' is not a power such as \"700 W\"", *tdp));
+    auto w = parse_power(*tdp);
+    if (w.ok()) g.tdp_watts = *w;
+    else r.error("tdp", w.error().message);
   }
   r.finish();
   if (ctx_.diagnostics.size() != errors) return std::nullopt;

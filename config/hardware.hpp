@@ -66,9 +66,6 @@ std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadConte
 // rather than at the --cluster option.
 std::optional<hw::ClusterSpec> load_cluster(const ClusterRequest& req, LoadContext& ctx, const Location& where);
 
-// A power such as "700 W" or "1.2 kW", in watts (non-negative).
-std::optional<double> parse_watts(const std::string& s);
-
 // True when `s` names a file rather than a preset (contains '/' or ends in .yaml/.yml).
 bool looks_like_path(const std::string& s);
 

@@ -1,7 +1,6 @@
 #include "config/simulate_loader.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -42,9 +41,12 @@ std::optional<T> enum_field(MapReader& r, const std::string& key, T def, Parse p
 std::optional<double> watts(MapReader& r, const std::string& key) {
   auto s = r.string(key);
   if (!s) return std::nullopt;
-  auto w = parse_watts(*s);
-  if (!w) r.error(key, fmt::format("'{}' is not a power such as \"700 W\" or \"1.2 kW\"", *s));
-  return w;
+  auto w = parse_power(*s);
+  if (!w.ok()) {
+    r.error(key, w.error().message);
+    return std::nullopt;
+  }
+  return *w;
 }
 
 // training.data: a dataset preset name, or a mapping (`dataset:` preset plus overrides, or a dataset

@@ -92,6 +92,8 @@ constexpr std::array<Scaled, 16> kFlopUnits{{
 
 constexpr std::array<Scaled, 4> kFrequencyUnits{{{"Hz", 1}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}}};
 
+constexpr std::array<Scaled, 3> kPowerUnits{{{"W", 1}, {"kW", 1e3}, {"MW", 1e6}}};
+
 }  // namespace
 
 Time Time::from_seconds(double seconds) {
@@ -174,6 +176,17 @@ Expected<double> parse_frequency(std::string_view text) {
   const Scaled* u = find_unit(kFrequencyUnits, nu->unit);
   if (u == nullptr) {
     return Error{fmt::format("'{}' has an unknown frequency unit '{}' (use one of {})", text, nu->unit, unit_list(kFrequencyUnits))};
+  }
+  return nu->number * u->factor;
+}
+
+Expected<double> parse_power(std::string_view text) {
+  auto nu = split(text, "power");
+  if (!nu) return nu.error();
+  if (nu->unit.empty()) return Error{fmt::format("'{}' has no unit; write a power like \"700 W\"", text)};
+  const Scaled* u = find_unit(kPowerUnits, nu->unit);
+  if (u == nullptr) {
+    return Error{fmt::format("'{}' has an unknown power unit '{}' (use one of {})", text, nu->unit, unit_list(kPowerUnits))};
   }
   return nu->number * u->factor;
 }

@@ -111,12 +111,14 @@ Time transfer_time(double bytes, Bandwidth bw);
 //  - times: ps, ns, us (or µs), ms, s, min, h, d.
 //  - compute: FLOP/s or FLOPS with SI prefixes (TFLOP/s, PFLOPS).
 //  - frequencies: Hz, kHz, MHz, GHz (returned in Hz).
+//  - powers: W, kW, MW (returned in watts).
 // Negative values, missing numbers and unknown units are errors that quote the text.
 Expected<Bytes> parse_bytes(std::string_view text);
 Expected<Bandwidth> parse_bandwidth(std::string_view text);
 Expected<Time> parse_time(std::string_view text);
 Expected<FlopRate> parse_flop_rate(std::string_view text);
 Expected<double> parse_frequency(std::string_view text);
+Expected<double> parse_power(std::string_view text);
 
 // Human-readable forms for console output ("1.5 us", "8 GiB", "450 GB/s").
 std::string to_string(Time t);

@@ -234,6 +234,40 @@ TEST(BadInput, SmClockNeedsAUnitAndAGpusRange) {
   }
 }
 
+// The GPU's TDP: a power with its unit (sim/units' parser, as every other quantity); refused at its
+// line. "inf W" used to pass a hand-written parser.
+TEST(BadInput, TdpNeedsAFinitePowerWithAUnit) {
+  const auto node_with = [](const std::string& tdp) {
+    return "name: powered\n"
+           "gpus: 1\n"
+           "gpu:\n"
+           "  name: g\n"
+           "  peak: {bf16: 100 TFLOP/s}\n"
+           "  memory: {capacity: 80 GiB, bandwidth: 3 TB/s}\n"
+           "  sms: 100\n"
+           "  tdp: " + tdp + "\n"
+           "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0]}]}\n";
+  };
+  LoadContext good;
+  auto ok = load(write_temp("uses-tdp.yaml", "node: " + write_temp("tdp-ok.yaml", node_with("1.2 kW")) + "\n"), good);
+  ASSERT_TRUE(ok.has_value()) << good.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(ok->groups.at(0).node.gpu.tdp_watts, 1200.0);
+  for (const auto& [tdp, says] : {std::pair{std::string("inf W"), std::string("not a finite power")},
+                                  std::pair{std::string("700"), std::string("has no unit")},
+                                  std::pair{std::string("-700 W"), std::string("is negative")},
+                                  std::pair{std::string("700 w"), std::string("unknown power unit 'w'")}}) {
+    const std::string node_file = write_temp("tdp.yaml", node_with(tdp));
+    LoadContext bad;
+    EXPECT_FALSE(load(write_temp("uses-bad-tdp.yaml", "node: " + node_file + "\n"), bad).has_value()) << tdp;
+    ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
+    const auto& d = bad.diagnostics.items().at(0);
+    EXPECT_EQ(d.where.file, node_file);
+    EXPECT_EQ(d.where.line, 8) << tdp;
+    EXPECT_NE(d.field.find("tdp"), std::string::npos) << d.to_string();
+    EXPECT_NE(d.message.find(says), std::string::npos) << d.to_string();
+  }
+}
+
 // InfiniBand NIC types say they route adaptively (presets/links.yaml); RoCE types do not; the
 // cluster's fabric.routing wins over either; a wrong value is refused at its line.
 TEST(Presets, RoutingFollowsTheNicTypeUnlessTheFabricSaysOtherwise) {

@@ -41,6 +41,17 @@ TEST(Units, ParsesFrequencies) {
   EXPECT_FALSE(parse_frequency("2 GB/s").ok());
 }
 
+TEST(Units, ParsesPowers) {
+  EXPECT_DOUBLE_EQ(*parse_power("700 W"), 700.0);
+  EXPECT_DOUBLE_EQ(*parse_power("1.2 kW"), 1200.0);
+  EXPECT_DOUBLE_EQ(*parse_power("30MW"), 3e7);
+  EXPECT_FALSE(parse_power("700").ok());      // no unit
+  EXPECT_FALSE(parse_power("-700 W").ok());
+  EXPECT_FALSE(parse_power("inf W").ok());    // the hand parser before this accepted it
+  EXPECT_FALSE(parse_power("700 mW").ok());   // milliwatts are not a GPU's power; not MW either
+  EXPECT_FALSE(parse_power("700 GB/s").ok());
+}
+
 TEST(Units, ParsesFlopRates) {
   EXPECT_DOUBLE_EQ(parse_flop_rate("989 TFLOP/s")->flops_per_s(), 989e12);
   EXPECT_DOUBLE_EQ(parse_flop_rate("2.25 PFLOPS")->flops_per_s(), 2.25e15);

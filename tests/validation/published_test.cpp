@@ -290,6 +290,7 @@ TEST(PublishedNccl, AllToAllAcrossNodesQuotedInNcclIssue) {
     const double busbw = busbw_GBps(CollOp::alltoall, gpus, req.size.as_double(), comm::simulate_alone(*topo, *p).seconds());
     EXPECT_NEAR(busbw, measured, 0.10 * measured) << line;
     const hw::NodeSpec& node = topo->spec().groups.front().node;
+    ASSERT_TRUE(topo->spec().fabric.nic || node.nic) << "the row's cluster has no NIC to bound the all-to-all: " << line;
     const hw::LinkType& nic = topo->spec().fabric.nic ? *topo->spec().fabric.nic : *node.nic;
     const int nodes = std::stoi(f[2]), per_node = gpus / nodes, nics = std::stoi(f[5]);
     const double share_GBps = nic.bandwidth.bytes_per_s() * 1e-9 * nics / per_node;
