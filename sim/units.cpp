@@ -59,6 +59,19 @@ std::string unit_list(const std::array<Scaled, N>& table) {
   return out;
 }
 
+// A quantity that must carry one of `table`'s units: its number times the unit's factor.
+template <std::size_t N>
+Expected<double> parse_scaled(std::string_view text, std::string_view what, const std::array<Scaled, N>& table, std::string_view example) {
+  auto nu = split(text, what);
+  if (!nu) return nu.error();
+  if (nu->unit.empty()) return Error{fmt::format("'{}' has no unit; write a {} like \"{}\"", text, what, example)};
+  const Scaled* u = find_unit(table, nu->unit);
+  if (u == nullptr) {
+    return Error{fmt::format("'{}' has an unknown {} unit '{}' (use one of {})", text, what, nu->unit, unit_list(table))};
+  }
+  return nu->number * u->factor;
+}
+
 constexpr double kKi = 1024.0, kMi = kKi * 1024, kGi = kMi * 1024, kTi = kGi * 1024, kPi = kTi * 1024;
 
 constexpr std::array<Scaled, 19> kSizeUnits{{
@@ -156,40 +169,14 @@ Expected<Time> parse_time(std::string_view text) {
 }
 
 Expected<FlopRate> parse_flop_rate(std::string_view text) {
-  auto nu = split(text, "compute rate");
-  if (!nu) return nu.error();
-  if (nu->unit.empty()) {
-    return Error{fmt::format("'{}' has no unit; write a compute rate like \"989 TFLOP/s\"", text)};
-  }
-  const Scaled* u = find_unit(kFlopUnits, nu->unit);
-  if (u == nullptr) {
-    return Error{fmt::format("'{}' has an unknown compute-rate unit '{}' (use one of {})", text, nu->unit,
-                             unit_list(kFlopUnits))};
-  }
-  return FlopRate::flops_per_s(nu->number * u->factor);
+  auto v = parse_scaled(text, "compute rate", kFlopUnits, "989 TFLOP/s");
+  if (!v) return v.error();
+  return FlopRate::flops_per_s(*v);
 }
 
-Expected<double> parse_frequency(std::string_view text) {
-  auto nu = split(text, "frequency");
-  if (!nu) return nu.error();
-  if (nu->unit.empty()) return Error{fmt::format("'{}' has no unit; write a clock like \"1980 MHz\"", text)};
-  const Scaled* u = find_unit(kFrequencyUnits, nu->unit);
-  if (u == nullptr) {
-    return Error{fmt::format("'{}' has an unknown frequency unit '{}' (use one of {})", text, nu->unit, unit_list(kFrequencyUnits))};
-  }
-  return nu->number * u->factor;
-}
+Expected<double> parse_frequency(std::string_view text) { return parse_scaled(text, "frequency", kFrequencyUnits, "1980 MHz"); }
 
-Expected<double> parse_power(std::string_view text) {
-  auto nu = split(text, "power");
-  if (!nu) return nu.error();
-  if (nu->unit.empty()) return Error{fmt::format("'{}' has no unit; write a power like \"700 W\"", text)};
-  const Scaled* u = find_unit(kPowerUnits, nu->unit);
-  if (u == nullptr) {
-    return Error{fmt::format("'{}' has an unknown power unit '{}' (use one of {})", text, nu->unit, unit_list(kPowerUnits))};
-  }
-  return nu->number * u->factor;
-}
+Expected<double> parse_power(std::string_view text) { return parse_scaled(text, "power", kPowerUnits, "700 W"); }
 
 std::string to_string(Time t) {
   const double ps = static_cast<double>(t.picoseconds());

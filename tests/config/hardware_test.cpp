@@ -201,71 +201,61 @@ TEST(BadInput, CpuVendorIsIntelAmdOrOther) {
   EXPECT_NE(d.message.find("unknown CPU vendor 'via'"), std::string::npos) << d.to_string();
 }
 
+// A one-GPU node file whose GPU ends with `line` (line 8 of the file).
+std::string node_with_gpu_line(const std::string& line) {
+  return "name: one-gpu\n"
+         "gpus: 1\n"
+         "gpu:\n"
+         "  name: g\n"
+         "  peak: {bf16: 100 TFLOP/s}\n"
+         "  memory: {capacity: 80 GiB, bandwidth: 3 TB/s}\n"
+         "  sms: 100\n"
+         "  " + line + "\n"
+         "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0]}]}\n";
+}
+
+// The GPU of a cluster of that node (a default GPU, with a failure, if it does not load).
+hw::GpuSpec gpu_with(const std::string& line) {
+  LoadContext ctx;
+  auto c = load(write_temp("uses-good-gpu.yaml", "node: " + write_temp("good-gpu.yaml", node_with_gpu_line(line)) + "\n"), ctx);
+  if (!c.has_value()) {
+    ADD_FAILURE() << line << ": " << ctx.diagnostics.to_string();
+    return {};
+  }
+  return c->groups.at(0).node.gpu;
+}
+
+// Loads a cluster of that node with `field: value` and expects one error, at the node file's line
+// 8 and that field, saying `says`.
+void expect_gpu_field_refused(const std::string& field, const std::string& value, const std::string& says) {
+  const std::string node_file = write_temp(field + "-bad.yaml", node_with_gpu_line(field + ": " + value));
+  LoadContext bad;
+  EXPECT_FALSE(load(write_temp("uses-bad-" + field + ".yaml", "node: " + node_file + "\n"), bad).has_value()) << value;
+  ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
+  const auto& d = bad.diagnostics.items().at(0);
+  EXPECT_EQ(d.where.file, node_file);
+  EXPECT_EQ(d.where.line, 8) << value;
+  EXPECT_NE(d.field.find(field), std::string::npos) << d.to_string();
+  EXPECT_NE(d.message.find(says), std::string::npos) << d.to_string();
+}
+
 // The GPU's SM clock: a clock with its unit, within what a GPU runs at; refused at its line.
 TEST(BadInput, SmClockNeedsAUnitAndAGpusRange) {
-  const auto node_with = [](const std::string& clock) {
-    return "name: clocked\n"
-           "gpus: 1\n"
-           "gpu:\n"
-           "  name: g\n"
-           "  peak: {bf16: 100 TFLOP/s}\n"
-           "  memory: {capacity: 80 GiB, bandwidth: 3 TB/s}\n"
-           "  sms: 100\n"
-           "  sm_clock: " + clock + "\n"
-           "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0]}]}\n";
-  };
-  LoadContext good;
-  auto ok = load(write_temp("uses-clock.yaml", "node: " + write_temp("clock-ok.yaml", node_with("1.5 GHz")) + "\n"), good);
-  ASSERT_TRUE(ok.has_value()) << good.diagnostics.to_string();
-  EXPECT_DOUBLE_EQ(ok->groups.at(0).node.gpu.sm_clock_hz, 1.5e9);
-  for (const auto& [clock, says] : {std::pair{std::string("fast"), std::string("does not start with a number")},
-                                    std::pair{std::string("1980"), std::string("has no unit")},
-                                    std::pair{std::string("1980 MHZ"), std::string("unknown frequency unit 'MHZ'")},
-                                    std::pair{std::string("50 GHz"), std::string("100 MHz to 10 GHz")}}) {
-    const std::string node_file = write_temp("clock.yaml", node_with(clock));
-    LoadContext bad;
-    EXPECT_FALSE(load(write_temp("uses-bad-clock.yaml", "node: " + node_file + "\n"), bad).has_value()) << clock;
-    ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
-    const auto& d = bad.diagnostics.items().at(0);
-    EXPECT_EQ(d.where.file, node_file);
-    EXPECT_EQ(d.where.line, 8) << clock;
-    EXPECT_NE(d.field.find("sm_clock"), std::string::npos) << d.to_string();
-    EXPECT_NE(d.message.find(says), std::string::npos) << d.to_string();
-  }
+  EXPECT_DOUBLE_EQ(gpu_with("sm_clock: 1.5 GHz").sm_clock_hz, 1.5e9);
+  expect_gpu_field_refused("sm_clock", "fast", "does not start with a number");
+  expect_gpu_field_refused("sm_clock", "1980", "has no unit");
+  expect_gpu_field_refused("sm_clock", "1980 MHZ", "unknown frequency unit 'MHZ'");
+  expect_gpu_field_refused("sm_clock", "50 GHz", "100 MHz to 10 GHz");
 }
 
 // The GPU's TDP: a power with its unit (sim/units' parser, as every other quantity); refused at its
 // line. "inf W" used to pass a hand-written parser.
 TEST(BadInput, TdpNeedsAFinitePowerWithAUnit) {
-  const auto node_with = [](const std::string& tdp) {
-    return "name: powered\n"
-           "gpus: 1\n"
-           "gpu:\n"
-           "  name: g\n"
-           "  peak: {bf16: 100 TFLOP/s}\n"
-           "  memory: {capacity: 80 GiB, bandwidth: 3 TB/s}\n"
-           "  sms: 100\n"
-           "  tdp: " + tdp + "\n"
-           "pcie: {link: pcie5-x16, switches: [{cpu: 0, gpus: [0]}]}\n";
-  };
-  LoadContext good;
-  auto ok = load(write_temp("uses-tdp.yaml", "node: " + write_temp("tdp-ok.yaml", node_with("1.2 kW")) + "\n"), good);
-  ASSERT_TRUE(ok.has_value()) << good.diagnostics.to_string();
-  EXPECT_DOUBLE_EQ(ok->groups.at(0).node.gpu.tdp_watts, 1200.0);
-  for (const auto& [tdp, says] : {std::pair{std::string("inf W"), std::string("not a finite power")},
-                                  std::pair{std::string("700"), std::string("has no unit")},
-                                  std::pair{std::string("-700 W"), std::string("is negative")},
-                                  std::pair{std::string("700 w"), std::string("unknown power unit 'w'")}}) {
-    const std::string node_file = write_temp("tdp.yaml", node_with(tdp));
-    LoadContext bad;
-    EXPECT_FALSE(load(write_temp("uses-bad-tdp.yaml", "node: " + node_file + "\n"), bad).has_value()) << tdp;
-    ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
-    const auto& d = bad.diagnostics.items().at(0);
-    EXPECT_EQ(d.where.file, node_file);
-    EXPECT_EQ(d.where.line, 8) << tdp;
-    EXPECT_NE(d.field.find("tdp"), std::string::npos) << d.to_string();
-    EXPECT_NE(d.message.find(says), std::string::npos) << d.to_string();
-  }
+  EXPECT_DOUBLE_EQ(gpu_with("tdp: 1.2 kW").tdp_watts, 1200.0);
+  expect_gpu_field_refused("tdp", "inf W", "not a finite power");
+  expect_gpu_field_refused("tdp", "700", "has no unit");
+  expect_gpu_field_refused("tdp", "-700 W", "is negative");
+  expect_gpu_field_refused("tdp", "700 w", "unknown power unit 'w'");
 }
 
 // InfiniBand NIC types say they route adaptively (presets/links.yaml); RoCE types do not; the
