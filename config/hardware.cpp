@@ -198,9 +198,10 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
     pc->finish();
   }
   if (auto tdp = r.string("tdp")) {
-    auto w = parse_power(*tdp);
-    if (w.ok()) g.tdp_watts = *w;
-    else r.error("tdp", w.error().message);
+    const auto w = parse_power(*tdp);
+    if (!w) r.error("tdp", w.error().message);
+    else if (*w < 1 || *w > 1e4) r.error("tdp", fmt::format("{} is not a GPU's power (1 W to 10 kW)", *tdp));
+    else g.tdp_watts = *w;
   }
   r.finish();
   if (ctx_.diagnostics.size() != errors) return std::nullopt;

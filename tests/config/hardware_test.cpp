@@ -217,7 +217,9 @@ std::string node_with_gpu_line(const std::string& line) {
 // The GPU of a cluster of that node (a default GPU, with a failure, if it does not load).
 hw::GpuSpec gpu_with(const std::string& line) {
   LoadContext ctx;
-  auto c = load(write_temp("uses-good-gpu.yaml", "node: " + write_temp("good-gpu.yaml", node_with_gpu_line(line)) + "\n"), ctx);
+  // Named after the test: ctest runs each test in its own process, in parallel.
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  auto c = load(write_temp("uses-good-gpu-" + test + ".yaml", "node: " + write_temp("good-gpu-" + test + ".yaml", node_with_gpu_line(line)) + "\n"), ctx);
   if (!c.has_value()) {
     ADD_FAILURE() << line << ": " << ctx.diagnostics.to_string();
     return {};
@@ -228,9 +230,10 @@ hw::GpuSpec gpu_with(const std::string& line) {
 // Loads a cluster of that node with `field: value` and expects one error, at the node file's line
 // 8 and that field, saying `says`.
 void expect_gpu_field_refused(const std::string& field, const std::string& value, const std::string& says) {
-  const std::string node_file = write_temp(field + "-bad.yaml", node_with_gpu_line(field + ": " + value));
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string node_file = write_temp(field + "-bad-" + test + ".yaml", node_with_gpu_line(field + ": " + value));
   LoadContext bad;
-  EXPECT_FALSE(load(write_temp("uses-bad-" + field + ".yaml", "node: " + node_file + "\n"), bad).has_value()) << value;
+  EXPECT_FALSE(load(write_temp("uses-bad-" + field + "-" + test + ".yaml", "node: " + node_file + "\n"), bad).has_value()) << value;
   ASSERT_EQ(bad.diagnostics.size(), 1u) << bad.diagnostics.to_string();
   const auto& d = bad.diagnostics.items().at(0);
   EXPECT_EQ(d.where.file, node_file);
@@ -256,6 +259,7 @@ TEST(BadInput, TdpNeedsAFinitePowerWithAUnit) {
   expect_gpu_field_refused("tdp", "700", "has no unit");
   expect_gpu_field_refused("tdp", "-700 W", "is negative");
   expect_gpu_field_refused("tdp", "700 w", "unknown power unit 'w'");
+  expect_gpu_field_refused("tdp", "30 MW", "1 W to 10 kW");
 }
 
 // InfiniBand NIC types say they route adaptively (presets/links.yaml); RoCE types do not; the
