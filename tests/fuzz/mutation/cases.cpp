@@ -74,6 +74,7 @@ std::vector<Base> bundled_bases(const fs::path& root) {
       {"data/published/nccl-tests/all_reduce_perf-2x-h100-ndr-ring.log", {"--cluster", "dgx-h100", "--nodes", "2"}},
       {"data/published/nccl-tests/all_reduce_perf-4x-a100-ib-sharp.log", {"--cluster", "dgx-a100-80g", "--nodes", "4"}},
       {"data/published/nccl-tests/all_reduce_perf-3x-a100-4nic-tail.log", {"--cluster", "dgx-a100-40g", "--nodes", "3"}},
+      {"data/published/nccl-tests/all_reduce_perf-2x-h100-a3mega-tcpxo.log", {"--cluster", "examples/clusters/gcp-a3-mega-2node.yaml"}},
       {"data/calibration/published/all_reduce_perf-a100.log", {"--cluster", "dgx-a100-80g"}},
       {"data/calibration/published/all_reduce_perf-h100-nvls.log", {"--cluster", "dgx-h100"}}};
   for (const auto& [file, cluster] : logs) {
