@@ -41,6 +41,8 @@ std::string thousands(double v);
 
 // Each adds its sections and figures; an error message when a dataset cannot be read.
 Status nccl_allreduce(const config::Registry& reg, Results& out);
+// The nccl-tests logs of data/published/nccl-tests/, from 1 MiB up (bench/accuracy_logs.cpp).
+Status nccl_logs(const config::Registry& reg, Results& out);
 Status gemm_and_hbm(const config::Registry& reg, Results& out);
 Status training(const config::Registry& reg, Results& out);
 // Runs of dtsim's own harness on real GPUs (data/validation/), held out from every fit.

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   accuracy::Results res;
-  for (auto step : {accuracy::nccl_allreduce, accuracy::gemm_and_hbm, accuracy::training, accuracy::measured_runs}) {
+  for (auto step : {accuracy::nccl_allreduce, accuracy::nccl_logs, accuracy::gemm_and_hbm, accuracy::training, accuracy::measured_runs}) {
     if (Status st = step(*reg, res); !st) {
       std::fprintf(stderr, "error: %s\n", st.error().to_string().c_str());
       return 1;

@@ -1,0 +1,99 @@
+// The published nccl-tests logs of data/published/nccl-tests/ (docs/validation.md, "NCCL
+// all-reduce across nodes"): each compared as `dtsim collective --cluster C --compare LOG` does,
+// preset defaults, from 1 MiB up (issue 12's multi-node target counts sizes from 1 MiB).
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "bench/accuracy.hpp"
+#include "calibrate/log_compare.hpp"
+#include "config/hardware.hpp"
+#include "sim/units.hpp"
+
+namespace dtsim::accuracy {
+
+namespace {
+
+constexpr std::int64_t kFromBytes = std::int64_t{1} << 20;
+
+struct LogTarget {
+  const char* dataset;  // registry id
+  const char* log;      // under data/published/nccl-tests/
+  const char* what;     // the table's first column
+  const char* cluster;  // node preset (with `nodes`) or a cluster file under the repository
+  std::optional<int> nodes;
+  std::optional<int> gpus;  // when the log's rank lines list only some ranks
+  std::optional<comm::Algo> algo;
+  const char* how;  // the command line's options, for the table
+};
+
+std::string cluster_path(const char* c) {
+  const std::string s = c;
+  return s.find('/') == std::string::npos ? s : std::string(DTSIM_SOURCE_DIR) + "/" + s;
+}
+
+}  // namespace
+
+Status nccl_logs(const config::Registry& reg, Results& out) {
+  const LogTarget targets[] = {
+      {"nccl-tests-290-h100", "all_reduce_perf-1x-h100-default.log", "1 H100 node, NCCL's default (NVLS), `-g 8`", "dgx-h100", 1, std::nullopt,
+       std::nullopt, "`--cluster dgx-h100`"},
+      {"nccl-issue-1047-h100-reducescatter", "reduce_scatter_perf-1x-h100-ring.log", "1 H100 node, reduce-scatter, NCCL's ring", "dgx-h100", 1,
+       std::nullopt, std::nullopt, "`--cluster dgx-h100`"},
+      {"coreweave-4x-a100-sharp-allreduce", "all_reduce_perf-4x-a100-ib-sharp.log", "4 HGX A100 nodes, HDR InfiniBand with SHARP (CoreWeave)",
+       "dgx-a100-80g", 4, 32, std::nullopt, "`--cluster dgx-a100-80g --nodes 4 --gpus 32`"},
+      {"nccl-tests-119-a100-4nic", "all_reduce_perf-3x-a100-4nic-tail.log", "3 A100 40GB servers, 4 x HDR NICs each (six rows)",
+       "examples/clusters/a100-40g-4nic-3node.yaml", std::nullopt, std::nullopt, std::nullopt,
+       "`--cluster examples/clusters/a100-40g-4nic-3node.yaml`"},
+      {"gcp-a3-mega-tcpxo-allreduce", "all_reduce_perf-2x-h100-a3mega-tcpxo.log", "2 Google Cloud A3 Mega VMs, 8 x 200 Gb/s GPUDirect-TCPXO",
+       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, std::nullopt,
+       "`--cluster examples/clusters/gcp-a3-mega-2node.yaml`"},
+      {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-default.log", "2 H100 nodes, NDR, default (a cluster its reporter found degraded)",
+       "dgx-h100", 2, std::nullopt, std::nullopt, "`--cluster dgx-h100 --nodes 2`"},
+      {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-ring.log", "the same 2 nodes, `NCCL_ALGO=RING`", "dgx-h100", 2, std::nullopt,
+       comm::Algo::ring, "`--cluster dgx-h100 --nodes 2 --algo ring`"},
+  };
+  // Every constant of the registry: a log that fed any of them would be in-sample.
+  std::vector<std::string> constants;
+  for (const auto& c : reg.constants) constants.push_back(c.name);
+  std::string md = "| log | dtsim options | sizes compared | points | median abs. error | worst abs. error | dtsim picks | dataset |\n"
+                   "|---|---|---|---:|---:|---:|---|---|\n";
+  for (const LogTarget& t : targets) {
+    const std::string path = std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-tests/" + t.log;
+    auto log = calibrate::read_nccl_tests(path);
+    if (!log) return log.error();
+    config::LoadContext ctx;
+    auto spec = config::load_cluster(config::ClusterRequest{cluster_path(t.cluster), t.nodes, std::nullopt}, ctx);
+    if (!spec) return Error(ctx.diagnostics.to_string());
+    auto topo = hw::Topology::build(*spec);
+    if (!topo) return topo.error();
+    calibrate::LogCompareOptions opt;
+    opt.algo = t.algo;
+    opt.gpus = t.gpus;
+    auto cmp = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *log, opt);
+    if (!cmp) return Error(fmt::format("{}: {}", path, cmp.error().message));
+    const std::string fit = fit_of(reg, t.dataset, constants);
+    std::vector<double> errors;
+    std::vector<std::string> algos;
+    std::int64_t lo = 0, hi = 0;
+    for (const auto& p : cmp->points) {
+      if (p.bytes < kFromBytes) continue;
+      if (lo == 0) lo = p.bytes;
+      hi = p.bytes;
+      errors.push_back(std::fabs(p.error()));
+      if (std::find(algos.begin(), algos.end(), p.algo) == algos.end()) algos.push_back(p.algo);
+      out.figures.push_back(Figure{t.dataset, fmt::format("{} {}", t.log, to_string(Bytes(p.bytes))), p.measured_busbw_GBps, p.simulated_busbw_GBps, fit});
+    }
+    if (errors.empty()) return Error(fmt::format("{}: no size of 1 MiB or more", path));
+    std::string picks;
+    for (const auto& a : algos) picks += (picks.empty() ? "" : ", ") + a;
+    md += fmt::format("| {} | {} | {}-{} | {} | {:.1f}% | {:.1f}% | {} | `{}` ({}) |\n", t.what, t.how, to_string(Bytes(lo)), to_string(Bytes(hi)),
+                      errors.size(), 100 * median(errors), 100 * *std::max_element(errors.begin(), errors.end()), picks, t.dataset, fit);
+  }
+  out.sections.push_back(Section{"nccl-logs", md});
+  return {};
+}
+
+}  // namespace dtsim::accuracy
