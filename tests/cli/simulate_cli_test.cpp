@@ -11,6 +11,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -334,6 +337,18 @@ TEST(ClassicCli, BadInputNamesTheField) {
   r = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --set energy.pue=0.8");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("energy.pue"), std::string::npos) << r.out;
+
+  // The power model's watts go through the unit parser: a power must be finite and carry a unit,
+  // and the idle draw cannot exceed the busy one. Each is refused at the energy line (17) and field.
+  for (const auto& [set, says] : std::vector<std::pair<std::string, std::string>>{
+           {"'energy.gpu_max=inf W'", "energy.gpu_max: 'inf W' is not a finite power"},
+           {"'energy.node_overhead=3300'", "energy.node_overhead: "},
+           {"'energy.gpu_idle=450 W'", "energy.gpu_idle: 450 W is above gpu_max (400 W)"}}) {
+    r = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --set " + set);
+    EXPECT_EQ(r.code, 2) << set;
+    EXPECT_NE(r.out.find("resnet50-90-epochs-energy.yaml:17:"), std::string::npos) << set << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << set << r.out;
+  }
 }
 
 TEST(ClassicCli, OneSweepComparesTheImplementations) {
