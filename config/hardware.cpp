@@ -181,12 +181,7 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
     mem->finish();
   }
   g.sms = static_cast<int>(r.integer("sms", true, 1, 100000).value_or(0));
-  if (auto clk = r.string("sm_clock")) {
-    const auto hz = parse_frequency(*clk);
-    if (!hz) r.error("sm_clock", hz.error().message);
-    else if (*hz < 1e8 || *hz > 1e10) r.error("sm_clock", fmt::format("{} is not a GPU's SM clock (100 MHz to 10 GHz)", *clk));
-    else g.sm_clock_hz = *hz;
-  }
+  if (auto hz = r.frequency("sm_clock", 1e8, 1e10, "a GPU's SM clock (100 MHz to 10 GHz)")) g.sm_clock_hz = *hz;
   if (auto l2 = r.bytes("l2")) g.l2 = *l2;
   if (auto nv = r.map("nvlink")) {
     g.nvlink_generation = static_cast<int>(nv->integer("generation", false, 0, 10).value_or(0));
@@ -197,12 +192,7 @@ std::optional<hw::GpuSpec> HardwareLoader::gpu_from(MapReader& r) {
     g.pcie_generation = static_cast<int>(pc->integer("generation", false, 1, 10).value_or(0));
     pc->finish();
   }
-  if (auto tdp = r.string("tdp")) {
-    const auto w = parse_power(*tdp);
-    if (!w) r.error("tdp", w.error().message);
-    else if (*w < 1 || *w > 1e4) r.error("tdp", fmt::format("{} is not a GPU's power (1 W to 10 kW)", *tdp));
-    else g.tdp_watts = *w;
-  }
+  if (auto w = r.power("tdp", 1, 1e4, "a GPU's power (1 W to 10 kW)")) g.tdp_watts = *w;
   r.finish();
   if (ctx_.diagnostics.size() != errors) return std::nullopt;
   return g;

@@ -284,6 +284,28 @@ std::optional<FlopRate> MapReader::flop_rate(const std::string& key, bool requir
   return quantity<FlopRate>(key, required, parse_flop_rate, "compute rate");
 }
 
+std::optional<double> MapReader::ranged(const std::string& key, Expected<double> (*parse)(std::string_view), double min, double max,
+                                        const char* what) {
+  auto s = scalar(key, false);
+  if (!s) return std::nullopt;
+  auto v = parse(*s);
+  if (!v) {
+    error(key, v.error().message);
+    return std::nullopt;
+  }
+  if (!(*v >= min && *v <= max)) {
+    error(key, fmt::format("{} is not {}", *s, what));
+    return std::nullopt;
+  }
+  return *v;
+}
+std::optional<double> MapReader::power(const std::string& key, double min, double max, const char* what) {
+  return ranged(key, parse_power, min, max, what);
+}
+std::optional<double> MapReader::frequency(const std::string& key, double min, double max, const char* what) {
+  return ranged(key, parse_frequency, min, max, what);
+}
+
 std::optional<std::vector<std::int64_t>> MapReader::int_list(const std::string& key, bool required, std::int64_t min,
                                                             std::int64_t max) {
   YAML::Node n = node(key);

@@ -106,6 +106,10 @@ class MapReader {
   std::optional<Bandwidth> bandwidth(const std::string& key, bool required = false);  // > 0
   std::optional<Time> time(const std::string& key, bool required = false);            // >= 0
   std::optional<FlopRate> flop_rate(const std::string& key, bool required = false);   // > 0
+  // A power in watts ("700 W", "1.2 kW") or a frequency in hertz ("1980 MHz"), optional, refused
+  // outside [min, max] as "TEXT is not WHAT" (WHAT states the range: "a GPU's power (1 W to 10 kW)").
+  std::optional<double> power(const std::string& key, double min, double max, const char* what);
+  std::optional<double> frequency(const std::string& key, double min, double max, const char* what);
   std::optional<std::vector<std::int64_t>> int_list(const std::string& key, bool required, std::int64_t min, std::int64_t max);
   std::optional<MapReader> map(const std::string& key, bool required = false);
 
@@ -117,6 +121,7 @@ class MapReader {
   // A scalar with a unit, parsed by `parse`; when `positive_what` is set, zero is an error too.
   template <class T, class Parse>
   std::optional<T> quantity(const std::string& key, bool required, Parse parse, const char* positive_what);
+  std::optional<double> ranged(const std::string& key, Expected<double> (*parse)(std::string_view), double min, double max, const char* what);
 
   YAML::Node node_;
   std::string path_;

@@ -37,18 +37,6 @@ std::optional<T> enum_field(MapReader& r, const std::string& key, T def, Parse p
   return *v;
 }
 
-// A power ("700 W", "1.2 kW") at `key`, or nullopt (absent or reported).
-std::optional<double> watts(MapReader& r, const std::string& key) {
-  auto s = r.string(key);
-  if (!s) return std::nullopt;
-  auto w = parse_power(*s);
-  if (!w.ok()) {
-    r.error(key, w.error().message);
-    return std::nullopt;
-  }
-  return *w;
-}
-
 // training.data: a dataset preset name, or a mapping (`dataset:` preset plus overrides, or a dataset
 // described in full) with the loader's storage, decoding and copy settings.
 void load_data(MapReader& tr, workloads::TrainingSpec& t, workloads::RunBudget& budget, LoadContext& ctx) {
@@ -130,10 +118,10 @@ void load_energy(MapReader& root, const hw::ClusterSpec& cluster, workloads::Pow
   pm.gpu_idle_w = 0.1 * tdp;
   auto er = root.map("energy");
   if (!er) return;
-  if (auto v = watts(*er, "gpu_idle")) pm.gpu_idle_w = *v;
-  if (auto v = watts(*er, "gpu_max")) pm.gpu_max_w = *v;
+  if (auto v = er->power("gpu_idle", 0, 1e4, "a GPU's idle power (0 W to 10 kW)")) pm.gpu_idle_w = *v;
+  if (auto v = er->power("gpu_max", 1, 1e4, "a GPU's power (1 W to 10 kW)")) pm.gpu_max_w = *v;
   if (auto v = er->number("comm_active", false, 0, 1)) pm.comm_active = *v;
-  if (auto v = watts(*er, "node_overhead")) pm.node_overhead_w = *v;
+  if (auto v = er->power("node_overhead", 0, 1e6, "a node's power beyond its GPUs (0 W to 1 MW)")) pm.node_overhead_w = *v;
   if (auto v = er->number("pue", false, 1, 10)) pm.pue = *v;
   if (pm.gpu_idle_w > pm.gpu_max_w) er->error("gpu_idle", fmt::format("{} W is above gpu_max ({} W)", pm.gpu_idle_w, pm.gpu_max_w));
   er->finish();

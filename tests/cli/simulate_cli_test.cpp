@@ -338,11 +338,14 @@ TEST(ClassicCli, BadInputNamesTheField) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("energy.pue"), std::string::npos) << r.out;
 
-  // The power model's watts go through the unit parser: a power must be finite and carry a unit,
-  // and the idle draw cannot exceed the busy one. Each is refused at the energy line (17) and field.
+  // The power model's watts go through the unit parser: a power must be finite, carry a unit and
+  // lie in its range (a GPU's up to 10 kW, a node's overhead up to 1 MW), and the idle draw cannot
+  // exceed the busy one. Each is refused at the energy line (17) and field.
   for (const auto& [set, says] : std::vector<std::pair<std::string, std::string>>{
            {"'energy.gpu_max=inf W'", "energy.gpu_max: 'inf W' is not a finite power"},
-           {"'energy.node_overhead=3300'", "energy.node_overhead: "},
+           {"'energy.node_overhead=3300'", "energy.node_overhead: '3300' has no unit"},
+           {"'energy.gpu_max=2 MW'", "energy.gpu_max: 2 MW is not a GPU's power (1 W to 10 kW)"},
+           {"'energy.node_overhead=2 MW'", "energy.node_overhead: 2 MW is not a node's power beyond its GPUs (0 W to 1 MW)"},
            {"'energy.gpu_idle=450 W'", "energy.gpu_idle: 450 W is above gpu_max (400 W)"}}) {
     r = run("simulate " + classic("resnet50-90-epochs-energy.yaml") + " --set " + set);
     EXPECT_EQ(r.code, 2) << set;
