@@ -3,12 +3,16 @@
 // preset defaults, from 1 MiB up (issue 12's multi-node target counts sizes from 1 MiB).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "bench/accuracy.hpp"
 #include "calibrate/log_compare.hpp"
+#include "comm/params.hpp"
 #include "config/hardware.hpp"
 #include "sim/units.hpp"
 
@@ -26,8 +30,16 @@ struct LogTarget {
   std::optional<int> nodes;
   std::optional<int> gpus;  // when the log's rank lines list only some ranks
   std::optional<comm::Algo> algo;
-  const char* how;  // the command line's options, for the table
 };
+
+// The `dtsim collective` options that run the same comparison, for the table.
+std::string options(const LogTarget& t) {
+  std::string o = fmt::format("--cluster {}", t.cluster);
+  if (t.nodes && std::string(t.cluster).find('/') == std::string::npos && *t.nodes > 1) o += fmt::format(" --nodes {}", *t.nodes);
+  if (t.gpus) o += fmt::format(" --gpus {}", *t.gpus);
+  if (t.algo) o += fmt::format(" --algo {}", comm::to_string(*t.algo));
+  return "`" + o + "`";
+}
 
 std::string cluster_path(const char* c) {
   const std::string s = c;
@@ -39,21 +51,19 @@ std::string cluster_path(const char* c) {
 Status nccl_logs(const config::Registry& reg, Results& out) {
   const LogTarget targets[] = {
       {"nccl-tests-290-h100", "all_reduce_perf-1x-h100-default.log", "1 H100 node, NCCL's default (NVLS), `-g 8`", "dgx-h100", 1, std::nullopt,
-       std::nullopt, "`--cluster dgx-h100`"},
+       std::nullopt},
       {"nccl-issue-1047-h100-reducescatter", "reduce_scatter_perf-1x-h100-ring.log", "1 H100 node, reduce-scatter, NCCL's ring", "dgx-h100", 1,
-       std::nullopt, std::nullopt, "`--cluster dgx-h100`"},
+       std::nullopt, std::nullopt},
       {"coreweave-4x-a100-sharp-allreduce", "all_reduce_perf-4x-a100-ib-sharp.log", "4 HGX A100 nodes, HDR InfiniBand with SHARP (CoreWeave)",
-       "dgx-a100-80g", 4, 32, std::nullopt, "`--cluster dgx-a100-80g --nodes 4 --gpus 32`"},
+       "dgx-a100-80g", 4, 32, std::nullopt},
       {"nccl-tests-119-a100-4nic", "all_reduce_perf-3x-a100-4nic-tail.log", "3 A100 40GB servers, 4 x HDR NICs each (six rows)",
-       "examples/clusters/a100-40g-4nic-3node.yaml", std::nullopt, std::nullopt, std::nullopt,
-       "`--cluster examples/clusters/a100-40g-4nic-3node.yaml`"},
+       "examples/clusters/a100-40g-4nic-3node.yaml", std::nullopt, std::nullopt, std::nullopt},
       {"gcp-a3-mega-tcpxo-allreduce", "all_reduce_perf-2x-h100-a3mega-tcpxo.log", "2 Google Cloud A3 Mega VMs, 8 x 200 Gb/s GPUDirect-TCPXO",
-       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, std::nullopt,
-       "`--cluster examples/clusters/gcp-a3-mega-2node.yaml`"},
+       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, std::nullopt},
       {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-default.log", "2 H100 nodes, NDR, default (a cluster its reporter found degraded)",
-       "dgx-h100", 2, std::nullopt, std::nullopt, "`--cluster dgx-h100 --nodes 2`"},
+       "dgx-h100", 2, std::nullopt, std::nullopt},
       {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-ring.log", "the same 2 nodes, `NCCL_ALGO=RING`", "dgx-h100", 2, std::nullopt,
-       comm::Algo::ring, "`--cluster dgx-h100 --nodes 2 --algo ring`"},
+       comm::Algo::ring},
   };
   // Every constant of the registry: a log that fed any of them would be in-sample.
   std::vector<std::string> constants;
@@ -89,7 +99,7 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
     if (errors.empty()) return Error(fmt::format("{}: no size of 1 MiB or more", path));
     std::string picks;
     for (const auto& a : algos) picks += (picks.empty() ? "" : ", ") + a;
-    md += fmt::format("| {} | {} | {}-{} | {} | {:.1f}% | {:.1f}% | {} | `{}` ({}) |\n", t.what, t.how, to_string(Bytes(lo)), to_string(Bytes(hi)),
+    md += fmt::format("| {} | {} | {}-{} | {} | {:.1f}% | {:.1f}% | {} | `{}` ({}) |\n", t.what, options(t), to_string(Bytes(lo)), to_string(Bytes(hi)),
                       errors.size(), 100 * median(errors), 100 * *std::max_element(errors.begin(), errors.end()), picks, t.dataset, fit);
   }
   out.sections.push_back(Section{"nccl-logs", md});

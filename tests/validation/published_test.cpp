@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -128,19 +129,32 @@ TEST(PublishedNccl, SmallMessagesAreBoundByTheHostsLaunches) {
 
 // Other published logs (data/published/nccl-tests/): a single H100 node with NCCL's default
 // algorithm (NVLS) from 1 GiB, 4 HGX A100 nodes over InfiniBand (with SHARP, which dtsim does not
-// model: dtsim is 9-12% optimistic there, docs/validation.md), and a ring reduce-scatter on one
-// H100 node (below).
+// model: dtsim is 9-12% optimistic there, docs/validation.md), 2 A3 Mega VMs over TCPXO and a ring
+// reduce-scatter on one H100 node (below). `cluster` is a node preset (with `nodes`) or a file.
 calibrate::LogComparison compare_log(const char* log, const std::string& cluster, std::optional<int> nodes, std::optional<int> gpus) {
   auto parsed = calibrate::read_nccl_tests(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-tests/" + log);
-  EXPECT_TRUE(parsed.ok()) << (parsed.ok() ? "" : parsed.error().message);
+  if (!parsed.ok()) {
+    ADD_FAILURE() << parsed.error().message;
+    return {};
+  }
   config::LoadContext ctx;
   auto spec = config::load_cluster(config::ClusterRequest{cluster, nodes, std::nullopt}, ctx);
-  EXPECT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  if (!spec) {
+    ADD_FAILURE() << cluster << ": " << ctx.diagnostics.to_string();
+    return {};
+  }
   auto topo = hw::Topology::build(*spec);
+  if (!topo.ok()) {
+    ADD_FAILURE() << cluster << ": " << topo.error().message;
+    return {};
+  }
   calibrate::LogCompareOptions opt;
   opt.gpus = gpus;
   auto c = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *parsed, opt);
-  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
+  if (!c.ok()) {
+    ADD_FAILURE() << c.error().message;
+    return {};
+  }
   return *c;
 }
 
@@ -167,8 +181,8 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
 // node once, so a ring is bounded by one node's NICs, 8 x 25 = 200 GB/s; dtsim's ring gives 174). Below 1 GiB the run pays TCPXO's per-message costs, which dtsim
 // does not model (docs/validation.md), and is not checked.
 TEST(PublishedNccl, TwoA3MegaVmsOverTcpxoLargeMessages) {
-  const auto c = compare_log("all_reduce_perf-2x-h100-a3mega-tcpxo.log", std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/gcp-a3-mega-2node.yaml",
-                             std::nullopt, std::nullopt);
+  const std::string cluster = std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/gcp-a3-mega-2node.yaml";
+  const auto c = compare_log("all_reduce_perf-2x-h100-a3mega-tcpxo.log", cluster, std::nullopt, std::nullopt);
   EXPECT_EQ(c.gpus, 16);
   int checked = 0;
   for (const auto& p : c.points) {
