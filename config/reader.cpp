@@ -253,6 +253,7 @@ double magnitude(const Bytes& b) { return b.as_double(); }
 double magnitude(const Bandwidth& b) { return b.bytes_per_s(); }
 double magnitude(const Time& t) { return t.seconds(); }
 double magnitude(const FlopRate& r) { return r.flops_per_s(); }
+double magnitude(double v) { return v; }
 }  // namespace
 
 template <class T, class Parse>
@@ -286,18 +287,12 @@ std::optional<FlopRate> MapReader::flop_rate(const std::string& key, bool requir
 
 std::optional<double> MapReader::ranged(const std::string& key, Expected<double> (*parse)(std::string_view), double min, double max,
                                         const char* what) {
-  auto s = scalar(key, false);
-  if (!s) return std::nullopt;
-  auto v = parse(*s);
-  if (!v) {
-    error(key, v.error().message);
+  auto v = quantity<double>(key, false, parse, nullptr);
+  if (v && !(*v >= min && *v <= max)) {
+    error(key, fmt::format("{} is not {}", node(key).Scalar(), what));
     return std::nullopt;
   }
-  if (!(*v >= min && *v <= max)) {
-    error(key, fmt::format("{} is not {}", *s, what));
-    return std::nullopt;
-  }
-  return *v;
+  return v;
 }
 std::optional<double> MapReader::power(const std::string& key, double min, double max, const char* what) {
   return ranged(key, parse_power, min, max, what);
