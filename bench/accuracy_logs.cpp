@@ -2,7 +2,6 @@
 // all-reduce across nodes"): each compared as `dtsim collective --cluster C --compare LOG` does,
 // preset defaults, from 1 MiB up (issue 12's multi-node target counts sizes from 1 MiB).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,19 +31,18 @@ struct LogTarget {
   std::optional<comm::Algo> algo;
 };
 
+bool is_file(const char* cluster) { return std::string(cluster).find('/') != std::string::npos; }
+
 // The `dtsim collective` options that run the same comparison, for the table.
 std::string options(const LogTarget& t) {
   std::string o = fmt::format("--cluster {}", t.cluster);
-  if (t.nodes && std::string(t.cluster).find('/') == std::string::npos && *t.nodes > 1) o += fmt::format(" --nodes {}", *t.nodes);
+  if (t.nodes && !is_file(t.cluster) && *t.nodes > 1) o += fmt::format(" --nodes {}", *t.nodes);
   if (t.gpus) o += fmt::format(" --gpus {}", *t.gpus);
   if (t.algo) o += fmt::format(" --algo {}", comm::to_string(*t.algo));
   return "`" + o + "`";
 }
 
-std::string cluster_path(const char* c) {
-  const std::string s = c;
-  return s.find('/') == std::string::npos ? s : std::string(DTSIM_SOURCE_DIR) + "/" + s;
-}
+std::string cluster_path(const char* c) { return is_file(c) ? std::string(DTSIM_SOURCE_DIR) + "/" + c : std::string(c); }
 
 }  // namespace
 
@@ -85,22 +83,23 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
     auto cmp = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *log, opt);
     if (!cmp) return Error(fmt::format("{}: {}", path, cmp.error().message));
     const std::string fit = fit_of(reg, t.dataset, constants);
-    std::vector<double> errors;
     std::vector<std::string> algos;
     std::int64_t lo = 0, hi = 0;
+    int points = 0;
     for (const auto& p : cmp->points) {
       if (p.bytes < kFromBytes) continue;
       if (lo == 0) lo = p.bytes;
       hi = p.bytes;
-      errors.push_back(std::fabs(p.error()));
+      ++points;
       if (std::find(algos.begin(), algos.end(), p.algo) == algos.end()) algos.push_back(p.algo);
       out.figures.push_back(Figure{t.dataset, fmt::format("{} {}", t.log, to_string(Bytes(p.bytes))), p.measured_busbw_GBps, p.simulated_busbw_GBps, fit});
     }
-    if (errors.empty()) return Error(fmt::format("{}: no size of 1 MiB or more", path));
+    if (points == 0) return Error(fmt::format("{}: no size of 1 MiB or more", path));
     std::string picks;
     for (const auto& a : algos) picks += (picks.empty() ? "" : ", ") + a;
     md += fmt::format("| {} | {} | {}-{} | {} | {:.1f}% | {:.1f}% | {} | `{}` ({}) |\n", t.what, options(t), to_string(Bytes(lo)), to_string(Bytes(hi)),
-                      errors.size(), 100 * median(errors), 100 * *std::max_element(errors.begin(), errors.end()), picks, t.dataset, fit);
+                      points, 100 * calibrate::median_abs_error(cmp->points, kFromBytes), 100 * calibrate::max_abs_error(cmp->points, kFromBytes), picks,
+                      t.dataset, fit);
   }
   out.sections.push_back(Section{"nccl-logs", md});
   return {};

@@ -178,8 +178,9 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
 // model). From 1 GiB up the run is bandwidth-bound: within 10% there, the large-message claim, and
 // dtsim's choice must be the tree (Google's profile allows ring and tree and turns NVLS off; the
 // measured 299-337 GB/s is beyond any ring here: every byte of a ring's bus bandwidth leaves each
-// node once, so a ring is bounded by one node's NICs, 8 x 25 = 200 GB/s; dtsim's ring gives 174). Below 1 GiB the run pays TCPXO's per-message costs, which dtsim
-// does not model (docs/validation.md), and is not checked.
+// node once, so a ring is bounded by one node's NICs, 8 x 25 = 200 GB/s; dtsim's ring gives 174).
+// Below 1 GiB the run pays TCPXO's per-message costs, which dtsim does not model
+// (docs/validation.md), and is not checked.
 TEST(PublishedNccl, TwoA3MegaVmsOverTcpxoLargeMessages) {
   const std::string cluster = std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/gcp-a3-mega-2node.yaml";
   const auto c = compare_log("all_reduce_perf-2x-h100-a3mega-tcpxo.log", cluster, std::nullopt, std::nullopt);
