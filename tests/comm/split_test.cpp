@@ -62,6 +62,29 @@ TEST(Split, SimpleRingPiecesRoundUpToTheGrain) {
   EXPECT_DOUBLE_EQ(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::simple, Bytes::MiB(768), 8), 1.0);
 }
 
+// Ring LL128 all-gather on 1,536 ranks (192 nodes of 8) and 16 channels (NCCL's count across nodes
+// with 8 NICs per node): all_gather.h cuts each rank's part (bytes / n) in loops of 16 x 576,000
+// bytes, and a part shorter than a loop in pieces of whole minChunkSize units (640 x 60 / 2 =
+// 19,200 bytes). Every part from 19,201 to 307,200 bytes is one unit per channel, so channel 0
+// carries 19,200 bytes per step whatever the size: 32 MiB (parts of 21,845 bytes) and 256 MiB
+// (174,762) both put 1,535 x 19,200 = 29,472,000 bytes on its busiest edge, and the ring takes as
+// long at 256 MiB as at 32 MiB. 512 MiB (349,525: 2 units) and 1 GiB (699,050: 3 units) take 2 and
+// 3 units a step. NCCL from 2.22 spreads a collective over its channels on the host instead
+// (enqueue.cc, the cbd counts), which v2.18.5's kernels, modelled here, do not.
+TEST(Split, Ll128AllGatherOnManyRanksMovesWholeUnitsPerStep) {
+  CommParams p = kNccl;
+  p.max_channels = 16;
+  const int n = 1536;
+  EXPECT_EQ(nccl_launch(p, Algo::ring, Protocol::ll128, Bytes::MiB(32), n).channels, 16);
+  EXPECT_EQ(ring_busiest_edge_bytes(p, CollOp::allgather, Protocol::ll128, Bytes::MiB(32), n), 1535 * 19200);
+  EXPECT_EQ(ring_busiest_edge_bytes(p, CollOp::allgather, Protocol::ll128, Bytes::MiB(256), n), 1535 * 19200);
+  EXPECT_EQ(ring_busiest_edge_bytes(p, CollOp::allgather, Protocol::ll128, Bytes::MiB(512), n), 1535 * 2 * 19200);
+  EXPECT_EQ(ring_busiest_edge_bytes(p, CollOp::allgather, Protocol::ll128, Bytes::GiB(1), n), 1535 * 3 * 19200);
+  // An even split of 256 MiB would put 1,535 x 174,762 / 16 bytes on each channel: 0.569 of 19,200.
+  EXPECT_NEAR(ring_split_fraction(p, CollOp::allgather, Protocol::ll128, Bytes::MiB(256), n),
+              1535.0 * 268435456.0 / 1536 / 16 / (1535.0 * 19200), 1e-12);
+}
+
 // Tree LL128, 8 ranks on one node, 24 channels: computeColl halves the 614,400-byte step while
 // bytes / (24 x step) < 1.8 x 64 / 8 (to 76,800) and < 1.8 x 16 / 8 (to 19,200): 18,000 data
 // bytes. Loops of 24 x 18,000 = 432,000: 1 MiB is 2 loops and 184,576 bytes, of which channel 0
