@@ -912,7 +912,11 @@ class Fitter {
     } else if (g.ranks < 2) {
       res_.notes.push_back(fmt::format("{}: one rank: NCCL runs no communication; alpha-beta kept in fit: only", suite));
     } else if (res_.node_preset.empty()) {
-      res_.notes.push_back(fmt::format("{}: no node preset for '{}': pass --node to map collectives onto dtsim", suite, d_.device_name));
+      res_.notes.push_back(d_.device_name.empty()
+                               ? fmt::format("{}: the data names no GPU (an nccl-tests log without '#  Rank' lines): pass --gpu or --node to map "
+                                             "collectives onto dtsim",
+                                             suite)
+                               : fmt::format("{}: no node preset for '{}': pass --node to map collectives onto dtsim", suite, d_.device_name));
     }
     // Protocols the simulator has for the target: one regime each at most.
     std::vector<comm::Protocol> protos;
