@@ -185,7 +185,8 @@ std::vector<ParamInfo> build_table() {
   time_param("nvls.latency", &CommParams::nvls_latency, "fixed latency of one NVLink SHARP all-reduce",
              "NCCL v2.18.5 src/graph/tuning.cc (baseLat NVLS 23 us)");
   time_param("nvls.net_latency", &CommParams::nvls_net_latency, "added latency of the NVLS tree across nodes, paid 2 ceil(log2 m) times over m nodes (up and down the tree's depth)",
-             "NCCL v2.19.3 src/graph/tuning.cc (hwLat NET NVLSTree 19 us; its tuner adds 2 log2i(nNodes) x this, log2i rounding down)");
+             "NCCL v2.18.5 src/graph/tuning.cc (hwLat NET NVLSTree 19 us), paid as v2.19.3's tuner pays its own (14 us) NET latency: 2 log2i(nNodes) "
+             "times, log2i rounding down");
   fraction("nvls.efficiency", &CommParams::nvls_efficiency,
            "NVLS multimem traffic rate as a fraction of the link's effective (ring) bandwidth, per-loop synchronisation set apart",
            "NCCL maintainer in nccl-tests#212 and nccl#1455: ~480 GB/s busbw on 8 H100 = 0.685 of line rate; 0.685 / 0.82, "
