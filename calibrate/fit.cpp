@@ -1087,6 +1087,10 @@ class Fitter {
     json knobs = json::array();
     for (const auto& k : set_here) knobs.push_back(k);
     out["knobs"] = knobs;
+    // The fitted lines are the measured times of whatever NCCL ran at each size, for every pair
+    // that could have run it; NCCL's tuner model would choose among them by other numbers
+    // (its tree correction factors), so the profile picks the fastest fitted pair instead.
+    res_.params["comm.choice"] = "fastest";
     comm_groups_.push_back(GroupEval{suite, g, is_held, target});
     return out;
   }

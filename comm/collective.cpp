@@ -41,6 +41,13 @@ int ceil_log2(int m) {
   return d;
 }
 
+// log2 rounded down (NCCL's log2i); 0 for 1 and below.
+int floor_log2(std::int64_t m) {
+  int d = 0;
+  while ((m >> (d + 1)) > 0) ++d;
+  return d;
+}
+
 void append(hw::Path& dst, const hw::Path& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
 
@@ -322,7 +329,7 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
     if (chosen.size() > 1) r.fidelity = Fidelity::coupled;
     auto pl = plan_fixed(r, lay, a, p);
     if (!pl) return pl.error();
-    const Time key = chosen.size() > 1 ? estimate(*pl, false) - pl->unseen_by_tuner : pl->estimate;
+    const Time key = chosen.size() > 1 ? tuner_time(*pl) : pl->estimate;
     if (!best || key < best_key) {
       best = std::move(*pl);
       best_key = key;
@@ -1021,6 +1028,51 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
   }
   plan.channels = 1;
   plan.phases.push_back(std::move(ph));
+}
+
+namespace {
+// NCCL's treeCorrectionFactor (src/graph/tuning.cc; the same table from v2.6.4 to v2.28.9): its
+// tuner multiplies a tree all-reduce's bandwidth by this, per protocol, at log2i(bytes / 64) from
+// 0 (64 B) to 22 (256 MiB), and by 1 outside ("Trees are not perfectly sticking to the model for
+// medium sizes").
+double tree_correction(Protocol p, Bytes size) {
+  static constexpr double kFactor[3][23] = {
+      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  const std::int64_t units = size.count() >> 6;
+  if (units <= 0) return 1.0;
+  const int log = floor_log2(units);
+  if (log >= 23) return 1.0;
+  const int row = p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2;
+  return kFactor[row][log];
+}
+}  // namespace
+
+Time Planner::tuner_time(const Plan& plan) const {
+  const bool nccl = params_.choice_as_nccl;
+  const double factor = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? tree_correction(plan.protocol, plan.size) : 1.0;
+  Time total = Time::zero();
+  std::map<std::uint32_t, double> load;
+  for (const Phase& ph : plan.phases) {
+    Time lat = Time::zero();
+    load.clear();
+    for (const FlowGroup& g : ph.groups) {
+      lat = std::max(lat, g.latency);
+      for (const LinkUse& u : g.uses) load[u.link.value] += g.bytes.as_double() * u.count;
+    }
+    double worst = 0;
+    for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
+    total += lat + Time::from_seconds(worst / factor);
+  }
+  Time key = total - plan.unseen_by_tuner;
+  if (nccl && plan.algo == Algo::nvls && plan.nodes > 1) {
+    // The NVLS tree's latency as NCCL's tuner charges it, in place of the one simulated.
+    const Time simulated = params_.nvls_latency + params_.nvls_net_latency * (2 * ceil_log2(plan.nodes));
+    const Time tuner = params_.tuner_nvls_tree_latency + params_.tuner_nvls_tree_net_latency * (2 * floor_log2(plan.nodes));
+    key = key - simulated + tuner;
+  }
+  return key;
 }
 
 Time Planner::estimate(const Plan& plan, bool channel_caps) const {

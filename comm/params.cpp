@@ -196,6 +196,22 @@ std::vector<ParamInfo> build_table() {
            "NCCL v2.18.5 src/graph/tuning.cc (bus-to-algorithm bandwidth ratio of the NVLS tree on 2 nodes .70, over NVLS's 5/6)");
   time_param("nvls.loop_latency", &CommParams::nvls_loop_latency, "synchronisation of one NVLS loop (channels x GPUs x chunk bytes), paid once per loop plus twice to fill the 3-stage pipeline",
              "NCCL v2.18.5 src/graph/tuning.cc (hwLat NVLink ring Simple: one Simple step handoff)");
+  t.push_back(ParamInfo{"choice", "choice",
+                        "how the automatic choice compares algorithms and protocols: nccl (NCCL's tuner: its tree correction factors and "
+                        "NVLS-tree latency) or fastest (the smallest simulated time; what dtsim fit writes)",
+                        "NCCL v2.22.3-v2.28.9 src/graph/tuning.cc (treeCorrectionFactor, ncclTopoGetAlgoTime; NVLS tree latency)",
+                        [](const CommParams& c) { return std::string(c.choice_as_nccl ? "nccl" : "fastest"); },
+                        [](CommParams& c, std::string_view v) {
+                          if (v != "nccl" && v != "fastest") return Status(Error(fmt::format("'{}' is not a choice: nccl or fastest", v)));
+                          c.choice_as_nccl = v == "nccl";
+                          return Status();
+                        }});
+  time_param("tuner.nvls_tree.latency", &CommParams::tuner_nvls_tree_latency,
+             "with choice nccl: the NVLS tree's fixed latency as NCCL's tuner charges it when it picks (not what dtsim simulates)",
+             "NCCL v2.22.3-v2.28.9 src/graph/tuning.cc (baseLat NVLSTree 0 + hwLat NVLink NVLSTree 25 us; 23 us in v2.19-v2.21)");
+  time_param("tuner.nvls_tree.net_latency", &CommParams::tuner_nvls_tree_net_latency,
+             "with choice nccl: the NVLS tree's network latency as NCCL's tuner charges it, 2 log2i(m) times over m nodes",
+             "NCCL v2.19.3-v2.28.9 src/graph/tuning.cc (hwLat NET NVLSTree 14 us; latencies += intraLat + 2 log2i(nNodes) interLat)");
   auto count = [&](std::string name, int CommParams::*m, std::string help, std::string source) {
     t.push_back(ParamInfo{std::move(name), "count", std::move(help), std::move(source),
                           [m](const CommParams& c) { return fmt::format("{}", c.*m); },

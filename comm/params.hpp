@@ -90,6 +90,15 @@ struct CommParams {
   int max_channels = 24;
   // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
   Bytes pipeline_chunk = Bytes::KiB(512);
+  // How the automatic choice compares the candidates. `nccl`: as NCCL's tuner does from v2.22 on
+  // (src/graph/tuning.cc): a tree all-reduce's bandwidth times its per-size treeCorrectionFactor,
+  // and the NVLS tree across m nodes charged tuner_nvls_tree_latency + 2 log2i(m) x
+  // tuner_nvls_tree_net_latency in place of the latency dtsim simulates. `fastest`: the smallest
+  // closed-form time, which is what a profile fitted to measurements wants (`dtsim fit` writes
+  // it): its lines are the measured times of whatever NCCL ran.
+  bool choice_as_nccl = true;
+  Time tuner_nvls_tree_latency = Time::us(25);
+  Time tuner_nvls_tree_net_latency = Time::us(14);
   // Host-side cost per collective call (launch, enqueue), added to every collective.
   Time call_overhead = Time::zero();
   // Host time to enqueue and launch one collective on one GPU (NCCL enqueue + cudaLaunchKernel).

@@ -199,7 +199,10 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   // that bump into its intercept: recovered within 3 us (a third of the bump) and 3%.
   EXPECT_NEAR(param(*r, "comm.nvls.latency"), 30.0, 3.0);
   EXPECT_NEAR(param(*r, "comm.nvls.efficiency"), 0.7, 0.021);
-  EXPECT_EQ(r->params.size(), 2u);  // the NVLS data moves nothing else
+  // The NVLS data moves nothing else; the profile picks the fastest fitted pair, not by NCCL's
+  // tuner model (comm/params.hpp, choice).
+  EXPECT_EQ(r->params.size(), 3u);
+  EXPECT_EQ(r->params.at("comm.choice"), "fastest");
   ASSERT_EQ(r->fit["nccl"].size(), 2u);
   const json& one = r->fit["nccl"][1];
   EXPECT_EQ(one["ranks"], 1);

@@ -538,6 +538,7 @@ TEST(Auto, Ll128OnlyWhereNcclEnablesItByDefault) {
   };
   auto with_cc = [](hw::NodeSpec node, const char* cc) {
     node.gpu.compute_capability = cc;
+    node.nvls = false;  // with it the NVLS tree (Simple only) takes the sizes where LL128 would win
     return node;
   };
   // Two nodes of the NVSwitch fixture, where LL128 wins somewhere between 1 KiB and 1 GiB.
@@ -549,7 +550,9 @@ TEST(Auto, Ll128OnlyWhereNcclEnablesItByDefault) {
   auto staged = with_cc(nvswitch_node(), "8.0");
   staged.gpudirect_rdma = false;  // across nodes through host memory
   EXPECT_FALSE(picks_ll128(staged, 2));
-  EXPECT_TRUE(picks_ll128(nvswitch_node(), 2));  // a GPU of unknown capability is not held to it
+  auto unknown = nvswitch_node();
+  unknown.nvls = false;
+  EXPECT_TRUE(picks_ll128(unknown, 2));  // a GPU of unknown capability is not held to it
   // An A100 node beside an H100 node: the GPUs differ, so no LL128 (2.18.5 requires them alike).
   {
     hw::ClusterSpec mixed = cluster(with_cc(nvswitch_node(), "9.0"), 1, hw::FabricKind::single_switch);
@@ -583,6 +586,38 @@ TEST(Auto, PicksLowLatencyProtocolsForSmallMessagesAndBandwidthForLarge) {
   for (const auto& [a, p] : f.planner.candidates(req)) {
     EXPECT_LE(large->estimate, f.plan(CollOp::allreduce, Bytes::GiB(1), a, p).estimate) << to_string(a) << "/" << to_string(p);
   }
+}
+
+// comm.choice: `fastest` takes the smallest closed form at every size (what a fitted profile
+// wants); `nccl` compares as NCCL's tuner does (tree correction factors, the NVLS tree's tuner
+// latency), so across nodes it takes the NVLS tree at some medium size where the tree is faster
+// in the simulation (and between tree protocols at others), and only ever moves off a tree.
+TEST(Auto, ChoiceAsNcclOrFastest) {
+  CommParams fastest = CommParams::nccl_defaults();
+  ASSERT_TRUE(set_comm_param(fastest, "choice", "fastest").ok());
+  EXPECT_FALSE(fastest.choice_as_nccl);
+  EXPECT_FALSE(set_comm_param(fastest, "choice", "quickest").ok());
+  EXPECT_TRUE(CommParams::nccl_defaults().choice_as_nccl);
+  const auto spec = cluster(nvswitch_node(), 4, hw::FabricKind::fat_tree);
+  Fixture as_nccl(spec);
+  auto topo = hw::Topology::build(spec).value();
+  hw::Router router(topo);
+  Planner by_time(topo, router, fastest);
+  int nvls_instead = 0;
+  for (std::int64_t bytes = 64 << 10; bytes <= (std::int64_t{64} << 20); bytes *= 2) {
+    CollectiveRequest req;
+    req.op = CollOp::allreduce;
+    req.size = Bytes(bytes);
+    for (int i = 0; i < as_nccl.topo.gpus(); ++i) req.ranks.push_back(i);
+    auto a = as_nccl.planner.plan(req);
+    auto b = by_time.plan(req);
+    ASSERT_TRUE(a.ok() && b.ok());
+    if (a->algo == b->algo && a->protocol == b->protocol) continue;
+    // Only a tree's pick moves (its bandwidth is corrected, the NVLS tree's latency lowered).
+    EXPECT_EQ(b->algo, Algo::tree) << bytes;
+    nvls_instead += a->algo == Algo::nvls ? 1 : 0;
+  }
+  EXPECT_GT(nvls_instead, 0);
 }
 
 // Issue 18 item 2: path latency must show up in collectives. A ring all-reduce runs 2(n-1)

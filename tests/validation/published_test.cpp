@@ -219,6 +219,29 @@ TEST(PublishedNccl, HealthyH100InfinibandLargeMessages) {
   }
 }
 
+// The same servers as 4 VMs (nccl-tests#309, qoofyk, NCCL 2.26.2): the measured time jumps from 82
+// to 132 us between 1 and 2 MiB, where NCCL's tuner leaves the tree (LL128) for the NVLS tree. Its
+// model charges the tree's bandwidth its treeCorrectionFactor (.6 at 1-2 MiB with LL128) and the
+// NVLS tree 25 + 2 log2i(4) x 14 = 81 us; dtsim's choice (choice: nccl) must switch at the same
+// size, and the sizes the NVLS tree runs (2-32 MiB) must then be within 10%. Without NCCL's
+// tuner model (choice: fastest) dtsim kept the tree to 8 MiB, 45-55% too fast at 2-8 MiB.
+TEST(PublishedNccl, FourVmsSwitchToTheNvlsTreeWhereNcclsTunerDoes) {
+  const auto c = compare_log("all_reduce_perf-4x-h100-ndr-vm.log", "dgx-h100", 4, std::nullopt);
+  int checked = 0;
+  for (const auto& p : c.points) {
+    if (p.bytes == (std::int64_t{1} << 20)) {
+      EXPECT_EQ(p.algo, "tree/LL128");
+      EXPECT_LT(p.measured_us, 100.0);
+    }
+    if (p.bytes >= (std::int64_t{2} << 20) && p.bytes <= (std::int64_t{32} << 20)) {
+      EXPECT_EQ(p.algo, "nvls/Simple") << p.bytes;
+      EXPECT_LT(std::fabs(p.error()), 0.10) << p.bytes;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 5);
+}
+
 // One cluster's 8 GiB all-reduce on 2, 4 and 8 of its nodes (nccl-tests#309, gj-aion): over 400 GB/s
 // of busbw on 2 nodes, about 320 on 4 and 8. Each node's 8 NICs carry 8 x 400 Gb/s = 400 GB/s a
 // way. A ring's busbw leaves each node once, so no ring passes 400; the tree across 2 nodes (NCCL's
