@@ -1051,20 +1051,8 @@ double tree_correction(Protocol p, Bytes size) {
 
 Time Planner::tuner_time(const Plan& plan) const {
   const bool nccl = params_.choice_as_nccl;
-  const double factor = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? tree_correction(plan.protocol, plan.size) : 1.0;
-  Time total = Time::zero();
-  std::map<std::uint32_t, double> load;
-  for (const Phase& ph : plan.phases) {
-    Time lat = Time::zero();
-    load.clear();
-    for (const FlowGroup& g : ph.groups) {
-      lat = std::max(lat, g.latency);
-      for (const LinkUse& u : g.uses) load[u.link.value] += g.bytes.as_double() * u.count;
-    }
-    double worst = 0;
-    for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
-    total += lat + Time::from_seconds(worst / factor);
-  }
+  const double rate = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? tree_correction(plan.protocol, plan.size) : 1.0;
+  const Time total = estimate(plan, false, rate);
   Time key = total - plan.unseen_by_tuner;
   if (nccl && plan.algo == Algo::nvls && plan.nodes > 1) {
     // The NVLS tree's latency as NCCL's tuner charges it, in place of the one simulated.
@@ -1075,7 +1063,7 @@ Time Planner::tuner_time(const Plan& plan) const {
   return key;
 }
 
-Time Planner::estimate(const Plan& plan, bool channel_caps) const {
+Time Planner::estimate(const Plan& plan, bool channel_caps, double data_rate) const {
   Time total = Time::zero();
   std::map<std::uint32_t, double> load;
   for (const Phase& ph : plan.phases) {
@@ -1089,7 +1077,7 @@ Time Planner::estimate(const Plan& plan, bool channel_caps) const {
     }
     double worst = 0;
     for (const auto& [l, bytes] : load) worst = std::max(worst, bytes / topo_.link(LinkId{l}).capacity().bytes_per_s());
-    total += std::max(lat + Time::from_seconds(worst), capped);
+    total += std::max(lat + Time::from_seconds(worst / data_rate), capped);
   }
   return total;
 }

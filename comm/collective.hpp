@@ -173,8 +173,10 @@ class Planner {
 
   // With `channel_caps` false: NCCL's tuner view, which picks the algorithm and protocol before it
   // reduces the channels (v2.18.5 enqueue.cc getAlgoInfo), so the caps do not sway the choice.
-  Time estimate(const Plan& plan, bool channel_caps = true) const;
-  // The time NCCL's tuner would give the plan (see the definition).
+  // `data_rate` scales the links' rates for the data (NCCL's tree correction in tuner_time).
+  Time estimate(const Plan& plan, bool channel_caps = true, double data_rate = 1.0) const;
+  // What the automatic choice compares (CommParams::choice_as_nccl): NCCL's tuner view, or the
+  // closed form without the parts NCCL's tuner does not see.
   Time tuner_time(const Plan& plan) const;
   // Caps every group of `ph` at `fraction` of the rate that ends it with the phase when nothing else
   // shares the links (no cap at 1): the phase then takes its data time / fraction.
