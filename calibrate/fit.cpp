@@ -1089,8 +1089,13 @@ class Fitter {
     out["knobs"] = knobs;
     // The fitted lines are the measured times of whatever NCCL ran at each size, for every pair
     // that could have run it; NCCL's tuner model would choose among them by other numbers
-    // (its tree correction factors), so the profile picks the fastest fitted pair instead.
-    res_.params["comm.choice"] = "fastest";
+    // (its tree correction factors), so the profile picks the fastest fitted pair instead: within
+    // a node only, unless the data crossed nodes (elsewhere the defaults, and NCCL's model, apply).
+    if (!set_here.empty()) {
+      auto& choice = res_.params["comm.choice"];
+      if (multinode) choice = "fastest";
+      else if (choice != "fastest") choice = "fastest-on-one-node";
+    }
     comm_groups_.push_back(GroupEval{suite, g, is_held, target});
     return out;
   }

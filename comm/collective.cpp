@@ -1030,28 +1030,9 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
   plan.phases.push_back(std::move(ph));
 }
 
-namespace {
-// NCCL's treeCorrectionFactor (src/graph/tuning.cc; the same table from v2.6.4 to v2.28.9): its
-// tuner multiplies a tree all-reduce's bandwidth by this, per protocol, at log2i(bytes / 64) from
-// 0 (64 B) to 22 (256 MiB), and by 1 outside ("Trees are not perfectly sticking to the model for
-// medium sizes").
-double tree_correction(Protocol p, Bytes size) {
-  static constexpr double kFactor[3][23] = {
-      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
-      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
-      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
-  const std::int64_t units = size.count() >> 6;
-  if (units <= 0) return 1.0;
-  const int log = floor_log2(units);
-  if (log >= 23) return 1.0;
-  const int row = p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2;
-  return kFactor[row][log];
-}
-}  // namespace
-
 Time Planner::tuner_time(const Plan& plan) const {
-  const bool nccl = params_.choice_as_nccl;
-  const double rate = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? tree_correction(plan.protocol, plan.size) : 1.0;
+  const bool nccl = params_.choice_as_nccl(plan.nodes);
+  const double rate = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? nccl_tree_correction(plan.protocol, plan.size) : 1.0;
   const Time total = estimate(plan, false, rate);
   Time key = total - plan.unseen_by_tuner;
   if (nccl && plan.algo == Algo::nvls && plan.nodes > 1) {

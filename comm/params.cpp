@@ -60,6 +60,20 @@ Time us(double v) { return Time::from_seconds(v * 1e-6); }
 const StepLatency& CommParams::lat(Algo a, Protocol p) const { return latency[algo_index(a)][static_cast<std::size_t>(p)]; }
 StepLatency& CommParams::lat(Algo a, Protocol p) { return latency[algo_index(a)][static_cast<std::size_t>(p)]; }
 
+double nccl_tree_correction(Protocol p, Bytes bytes) {
+  static constexpr double kFactor[3][23] = {
+      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  const std::int64_t units = bytes.count() >> 6;
+  if (units <= 0) return 1.0;
+  int log = 0;
+  while ((units >> (log + 1)) > 0) ++log;
+  if (log >= 23) return 1.0;
+  const int row = p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2;
+  return kFactor[row][log];
+}
+
 CommParams CommParams::nccl_defaults() {
   // NCCL v2.18.5 src/graph/tuning.cc: baseLat and hwLat (us), per {LL, LL128, Simple}.
   //   baseLat Tree {6.8, 14.0, 0}, Ring {6.6, 14.0, 8.4}
@@ -198,20 +212,27 @@ std::vector<ParamInfo> build_table() {
              "NCCL v2.18.5 src/graph/tuning.cc (hwLat NVLink ring Simple: one Simple step handoff)");
   t.push_back(ParamInfo{"choice", "choice",
                         "how the automatic choice compares algorithms and protocols: nccl (NCCL's tuner: its tree correction factors and "
-                        "NVLS-tree latency) or fastest (the smallest simulated time; what dtsim fit writes)",
-                        "NCCL v2.22.3-v2.28.9 src/graph/tuning.cc (treeCorrectionFactor, ncclTopoGetAlgoTime; NVLS tree latency)",
-                        [](const CommParams& c) { return std::string(c.choice_as_nccl ? "nccl" : "fastest"); },
+                        "NVLS-tree latency), fastest (the smallest simulated time; what dtsim fit writes) or fastest-on-one-node "
+                        "(fastest within a node, nccl across nodes; dtsim fit's choice for data from one node)",
+                        "NCCL v2.10.3-v2.28.9 src/graph/tuning.cc (treeCorrectionFactor in ncclTopoGetAlgoTime); v2.21-v2.27 (NVLS tree latency)",
+                        [](const CommParams& c) {
+                          return std::string(c.choice == CommParams::Choice::nccl      ? "nccl"
+                                             : c.choice == CommParams::Choice::fastest ? "fastest"
+                                                                                       : "fastest-on-one-node");
+                        },
                         [](CommParams& c, std::string_view v) {
-                          if (v != "nccl" && v != "fastest") return Status(Error(fmt::format("'{}' is not a choice: nccl or fastest", v)));
-                          c.choice_as_nccl = v == "nccl";
+                          if (v == "nccl") c.choice = CommParams::Choice::nccl;
+                          else if (v == "fastest") c.choice = CommParams::Choice::fastest;
+                          else if (v == "fastest-on-one-node") c.choice = CommParams::Choice::fastest_on_one_node;
+                          else return Status(Error(fmt::format("'{}' is not a choice: nccl, fastest or fastest-on-one-node", v)));
                           return Status();
                         }});
   time_param("tuner.nvls_tree.latency", &CommParams::tuner_nvls_tree_latency,
              "with choice nccl: the NVLS tree's fixed latency as NCCL's tuner charges it when it picks (not what dtsim simulates)",
-             "NCCL v2.22.3-v2.28.9 src/graph/tuning.cc (baseLat NVLSTree 0 + hwLat NVLink NVLSTree 25 us; 23 us in v2.19-v2.21)");
+             "NCCL v2.21.5-v2.28.9 src/graph/tuning.cc (baseLat NVLSTree 0 + hwLat NVLink NVLSTree 25 us; 23 us in v2.19-v2.20)");
   time_param("tuner.nvls_tree.net_latency", &CommParams::tuner_nvls_tree_net_latency,
              "with choice nccl: the NVLS tree's network latency as NCCL's tuner charges it, 2 log2i(m) times over m nodes",
-             "NCCL v2.19.3-v2.28.9 src/graph/tuning.cc (hwLat NET NVLSTree 14 us; latencies += intraLat + 2 log2i(nNodes) interLat)");
+             "NCCL v2.19.3-v2.27.7 src/graph/tuning.cc (hwLat NET NVLSTree 14 us, 20.9 from v2.28; latencies += intraLat + 2 log2i(nNodes) interLat)");
   auto count = [&](std::string name, int CommParams::*m, std::string help, std::string source) {
     t.push_back(ParamInfo{std::move(name), "count", std::move(help), std::move(source),
                           [m](const CommParams& c) { return fmt::format("{}", c.*m); },

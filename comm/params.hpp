@@ -90,13 +90,16 @@ struct CommParams {
   int max_channels = 24;
   // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
   Bytes pipeline_chunk = Bytes::KiB(512);
-  // How the automatic choice compares the candidates. `nccl`: as NCCL's tuner does from v2.22 on
-  // (src/graph/tuning.cc): a tree all-reduce's bandwidth times its per-size treeCorrectionFactor,
-  // and the NVLS tree across m nodes charged tuner_nvls_tree_latency + 2 log2i(m) x
-  // tuner_nvls_tree_net_latency in place of the latency dtsim simulates. `fastest`: the smallest
-  // closed-form time, which is what a profile fitted to measurements wants (`dtsim fit` writes
-  // it): its lines are the measured times of whatever NCCL ran.
-  bool choice_as_nccl = true;
+  // How the automatic choice compares the candidates. `nccl`: as NCCL's tuner does (its
+  // src/graph/tuning.cc): a tree all-reduce's bandwidth times its per-size treeCorrectionFactor
+  // (nccl_tree_correction below), and the NVLS tree across m nodes charged
+  // tuner_nvls_tree_latency + 2 log2i(m) x tuner_nvls_tree_net_latency in place of the latency
+  // dtsim simulates. `fastest`: the smallest closed-form time, which is what a profile fitted to
+  // measurements wants (`dtsim fit` writes it): its lines are the measured times of whatever NCCL
+  // ran. `fastest_on_one_node`: fastest within a node, NCCL's way across nodes (a profile fitted
+  // on one node only).
+  enum class Choice { nccl, fastest, fastest_on_one_node };
+  Choice choice = Choice::nccl;
   Time tuner_nvls_tree_latency = Time::us(25);
   Time tuner_nvls_tree_net_latency = Time::us(14);
   // Host-side cost per collective call (launch, enqueue), added to every collective.
@@ -107,6 +110,8 @@ struct CommParams {
   Time launch_overhead = Time::from_seconds(4.2e-6);
 
   static CommParams nccl_defaults();
+  // Whether the automatic choice for a communicator over `nodes` nodes uses NCCL's tuner model.
+  bool choice_as_nccl(int nodes) const { return choice == Choice::nccl || (choice == Choice::fastest_on_one_node && nodes > 1); }
   // Channels NCCL runs a ring or tree collective of `bytes` on (v2.18.5 enqueue.cc getAlgoInfo).
   int channels_used(Algo a, Protocol p, Bytes bytes, int nranks) const;
   // NVLS chunk size for an all-reduce of `bytes` over `nranks` heads (v2.18.5 enqueue.cc computeColl)
@@ -120,6 +125,11 @@ struct CommParams {
   const StepLatency& lat(Algo a, Protocol p) const;
   StepLatency& lat(Algo a, Protocol p);
 };
+
+// NCCL's treeCorrectionFactor (src/graph/tuning.cc; this table from v2.10.3 to v2.28.9): its tuner
+// multiplies a tree all-reduce's bandwidth by it, per protocol, at log2i(bytes / 64) from 0 (64 B)
+// to 22 (256 MiB); 1 outside (v2.22 on skips messages under 64 B).
+double nccl_tree_correction(Protocol p, Bytes bytes);
 
 // One declared parameter: its dotted name, unit, help, source and accessors. The table drives
 // --list-params, overrides (--set comm.X=V), the echo of resolved settings and the docs.

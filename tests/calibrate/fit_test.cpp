@@ -202,7 +202,7 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   // The NVLS data moves nothing else; the profile picks the fastest fitted pair, not by NCCL's
   // tuner model (comm/params.hpp, choice).
   EXPECT_EQ(r->params.size(), 3u);
-  EXPECT_EQ(r->params.at("comm.choice"), "fastest");
+  EXPECT_EQ(r->params.at("comm.choice"), "fastest-on-one-node");  // the data is from one node
   ASSERT_EQ(r->fit["nccl"].size(), 2u);
   const json& one = r->fit["nccl"][1];
   EXPECT_EQ(one["ranks"], 1);

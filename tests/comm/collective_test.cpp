@@ -594,10 +594,15 @@ TEST(Auto, PicksLowLatencyProtocolsForSmallMessagesAndBandwidthForLarge) {
 // in the simulation (and between tree protocols at others), and only ever moves off a tree.
 TEST(Auto, ChoiceAsNcclOrFastest) {
   CommParams fastest = CommParams::nccl_defaults();
+  EXPECT_TRUE(fastest.choice_as_nccl(1));
+  EXPECT_TRUE(fastest.choice_as_nccl(4));
+  ASSERT_TRUE(set_comm_param(fastest, "choice", "fastest-on-one-node").ok());
+  EXPECT_FALSE(fastest.choice_as_nccl(1));
+  EXPECT_TRUE(fastest.choice_as_nccl(4));
   ASSERT_TRUE(set_comm_param(fastest, "choice", "fastest").ok());
-  EXPECT_FALSE(fastest.choice_as_nccl);
+  EXPECT_FALSE(fastest.choice_as_nccl(1));
+  EXPECT_FALSE(fastest.choice_as_nccl(4));
   EXPECT_FALSE(set_comm_param(fastest, "choice", "quickest").ok());
-  EXPECT_TRUE(CommParams::nccl_defaults().choice_as_nccl);
   const auto spec = cluster(nvswitch_node(), 4, hw::FabricKind::fat_tree);
   Fixture as_nccl(spec);
   auto topo = hw::Topology::build(spec).value();
@@ -618,6 +623,24 @@ TEST(Auto, ChoiceAsNcclOrFastest) {
     nvls_instead += a->algo == Algo::nvls ? 1 : 0;
   }
   EXPECT_GT(nvls_instead, 0);
+}
+
+// NCCL's treeCorrectionFactor, read by hand off NCCL v2.18.5 src/graph/tuning.cc (rows LL, LL128,
+// Simple; column log2i(bytes / 64)): 1 MiB is column 14, 4 MiB 16, 8 MiB 17, 128 MiB 21, 256 MiB
+// 22; 512 MiB is past the table.
+TEST(Auto, TreeCorrectionIsNcclsTable) {
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll128, Bytes::MiB(1)), 0.6);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll128, Bytes::MiB(2) - Bytes(1)), 0.6);  // still column 14
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll128, Bytes::MiB(4)), 0.8);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll128, Bytes::MiB(8)), 0.9);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll128, Bytes::MiB(128)), 1.0);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll, Bytes::KiB(256)), 0.4);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::ll, Bytes(64)), 1.0);  // column 0
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::simple, Bytes(64)), 0.9);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::simple, Bytes::MiB(1)), 0.5);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::simple, Bytes::MiB(256)), 0.9);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::simple, Bytes::MiB(512)), 1.0);
+  EXPECT_DOUBLE_EQ(nccl_tree_correction(Protocol::simple, Bytes(63)), 1.0);  // under 64 B: no column
 }
 
 // Issue 18 item 2: path latency must show up in collectives. A ring all-reduce runs 2(n-1)
