@@ -1,6 +1,7 @@
 #include "comm/collective.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -42,11 +43,7 @@ int ceil_log2(int m) {
 }
 
 // log2 rounded down (NCCL's log2i); 0 for 1 and below.
-int floor_log2(std::int64_t m) {
-  int d = 0;
-  while ((m >> (d + 1)) > 0) ++d;
-  return d;
-}
+int floor_log2(std::int64_t m) { return m > 1 ? std::bit_width(static_cast<std::uint64_t>(m)) - 1 : 0; }
 
 void append(hw::Path& dst, const hw::Path& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 

@@ -1,6 +1,7 @@
 #include "comm/params.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -67,8 +68,7 @@ double nccl_tree_correction(Protocol p, Bytes bytes) {
       {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
   const std::int64_t units = bytes.count() >> 6;
   if (units <= 0) return 1.0;
-  int log = 0;
-  while ((units >> (log + 1)) > 0) ++log;
+  const int log = std::bit_width(static_cast<std::uint64_t>(units)) - 1;  // NCCL's log2i
   if (log >= 23) return 1.0;
   const int row = p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2;
   return kFactor[row][log];

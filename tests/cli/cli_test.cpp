@@ -216,6 +216,20 @@ TEST(Cli, SetOverridesAParameterAndRejectsUnknownOnes) {
   EXPECT_NE(bad.out.find("unknown communication parameter 'warp_speed'"), std::string::npos) << bad.out;
 }
 
+TEST(Cli, AnUnknownChoiceIsRefusedOnTheCommandLineAndInAProfile) {
+  const Result set = run("collective --cluster dgx-h100 --min 1M --max 1M --set comm.choice=quickest");
+  EXPECT_EQ(set.code, 2);
+  EXPECT_NE(set.out.find("'quickest' is not a choice: nccl, fastest or fastest-on-one-node"), std::string::npos) << set.out;
+  const std::string path = ::testing::TempDir() + "choice-profile.yaml";
+  {
+    std::ofstream f(path);
+    f << "profile: 1\ndescription: bad choice\nparams:\n  comm.choice: quickest\n";
+  }
+  const Result prof = run("collective --cluster dgx-h100 --min 1M --max 1M --hw-profile " + path);
+  EXPECT_EQ(prof.code, 2);
+  EXPECT_NE(prof.out.find(path + ":4:3: params.comm.choice: 'quickest' is not a choice"), std::string::npos) << prof.out;
+}
+
 }  // namespace
 
 namespace {
