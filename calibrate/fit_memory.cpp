@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/fit_internal.hpp"
 #include "calibrate/lsq.hpp"
 
 namespace dtsim::calibrate {
@@ -15,14 +16,10 @@ namespace {
 using nlohmann::json;
 using workloads::MemoryKind;
 
-double round4(double x) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(x))));
-  return std::round(x * scale) / scale;
-}
+using detail::fraction_text;
+using detail::time_text;
 
-std::string time_text(double seconds) { return fmt::format("{:.3f} us", seconds * 1e6); }
-std::string fraction_text(double f) { return fmt::format("{:.4f}", f); }
+double round4(double x) { return detail::round_sig(x, 4); }
 
 
 // The held-out |relative error| median of `p` per harness kernel of one kind (kernels without
