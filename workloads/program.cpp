@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "workloads/fp8_casts.hpp"
+#include "workloads/program_kernels.hpp"
 
 #include <fmt/format.h>
 
@@ -43,169 +44,18 @@ double Pass::flops() const {
 
 namespace {
 
-using I = std::int64_t;
-
-// Element sizes and math types of one run.
-struct Types {
-  hw::DType math;      // GEMM math
-  int gemm_in = 2;     // bytes of a GEMM input element
-  int act = 2;         // bytes of an activation element (outputs, norms, ...)
-  hw::DType act_math;  // math of non-GEMM kernels (attention)
-};
-
-Types types_of(hw::DType precision) {
-  switch (precision) {
-    case hw::DType::fp8: return {hw::DType::fp8, 1, 2, hw::DType::bf16};  // Transformer Engine style
-    case hw::DType::fp32: return {hw::DType::fp32, 4, 4, hw::DType::fp32};
-    case hw::DType::tf32: return {hw::DType::tf32, 4, 4, hw::DType::tf32};
-    case hw::DType::fp64: return {hw::DType::fp64, 8, 8, hw::DType::fp64};
-    default: return {precision, 2, 2, precision};
-  }
-}
-
-Kernel lin(const Types& ty, const char* name, I m, I n, I k) {
-  Kernel g = gemm(name, m, n, k, 1, ty.math, ty.gemm_in, ty.act);
-  g.weighted = true;
-  return g;
-}
-
-// Megatron's own linear layers (the output layer, BERT's transform, the MoE router) are not
-// Transformer Engine's, so they stay in 16 bits under precision fp8 (Megatron-Core gpt_model.py:
-// tensor_parallel.ColumnParallelLinear, TE's only with MXFP8 output projections).
-Types non_te(const Types& ty) { return ty.math == hw::DType::fp8 ? types_of(hw::DType::bf16) : ty; }
-
-Kernel bmm(const Types& ty, const char* name, I batch, I m, I n, I k) {
-  return gemm(name, m, n, k, batch, ty.math == hw::DType::fp8 ? hw::DType::bf16 : ty.math, ty.act, ty.act);
-}
-
-// The longest row a row-wise kernel's block keeps on chip between its passes. Read from the
-// measurements (data/calibration/h100-sxm-2026-11-26, cross_entropy_fwd), so in-sample: rows of
-// 12.6 and 25 KB run at the one-read rate, 50 KB partly re-read from HBM, 100 and 256 KB at the
-// three-read rate; an H100 SM's 256 KB of L1 and shared memory over the kernel's 4 resident
-// blocks of 512 threads bounds it from above.
-constexpr double kRowOnChipBytes = 64.0 * 1024;
-
-Kernel mem(const Types& ty, const char* name, double elements, MemoryKind kind = MemoryKind::stream) {
-  return memory_op(name, elements * ty.act, ty.act_math, kind);
-}
-
-// Dropout over `n` elements: read the input, write the output (and a one-byte mask unless the
-// backward regenerates it), one random number per element.
-Kernel dropout_op(const Types& ty, const ProgramShape& sh, const char* name, double n) {
-  const double mask = sh.dropout_regenerated ? 0.0 : 1.0;
-  Kernel k = memory_op(name, n * (2.0 * ty.act + mask), ty.act_math, MemoryKind::dropout);
-  k.elements = n;
-  k.regenerate = sh.dropout_regenerated;
-  k.hash_rng = sh.dropout_hash_rng;
-  k.backward_bytes = n * (2.0 * ty.act + mask);  // read the output gradient (and the mask), write the input's
-  return k;
-}
-
-// Dropout on the residual branch fused with the residual add (Megatron's bias-dropout-add):
-// read the branch and the residual, write the sum.
-Kernel residual_op(const Types& ty, const ProgramShape& sh, const char* name, double n) {
-  if (sh.dropout <= 0) return memory_op(name, 3.0 * n * ty.act, ty.act_math, MemoryKind::stream);
-  const double mask = sh.dropout_regenerated ? 0.0 : 1.0;
-  Kernel k = memory_op(name, n * (3.0 * ty.act + mask), ty.act_math, MemoryKind::dropout);
-  k.elements = n;
-  k.regenerate = sh.dropout_regenerated;
-  k.hash_rng = sh.dropout_hash_rng;
-  k.backward_bytes = n * (2.0 * ty.act + mask);  // the residual's gradient passes through; the branch's goes through the mask
-  return k;
-}
-
-CollOp dual(CollOp op) {
-  switch (op) {
-    case CollOp::allgather: return CollOp::reducescatter;
-    case CollOp::reducescatter: return CollOp::allgather;
-    default: return op;
-  }
-}
-
-// The gradient kernels of one forward kernel.
-void append_backward(const Kernel& k, std::vector<Kernel>& out) {
-  switch (k.cls) {
-    case KernelClass::gemm: {
-      // Y = X W: dX = dY W^T (m x k via n), dW = X^T dY (k x n via m). Batched products of two
-      // activations need both input gradients. Each moves about what the forward moved.
-      Kernel dx = k;
-      dx.name = "dgrad";
-      dx.role = GemmRole::input_grad;
-      dx.n = k.k;
-      dx.k = k.n;
-      Kernel dw = k;
-      dw.name = k.weighted ? "wgrad" : "dgrad";
-      dw.role = k.weighted ? GemmRole::weight_grad : GemmRole::input_grad;
-      dw.m = k.k;
-      dw.n = k.n;
-      dw.k = k.m;
-      out.push_back(dx);
-      out.push_back(dw);
-      break;
-    }
-    case KernelClass::attention: {
-      // Fused attention backward: five matrix products to the forward's two (FlashAttention-2).
-      Kernel b = k;
-      b.name = "attention_bwd";
-      b.cls = KernelClass::attention_bwd;
-      b.flops = 2.5 * k.flops;
-      b.bytes = 2.0 * k.bytes;
-      out.push_back(b);
-      break;
-    }
-    case KernelClass::attention_bwd:
-      break;
-    case KernelClass::memory: {
-      Kernel b = k;
-      b.kind = backward_kind(k.kind);
-      if (k.kind == MemoryKind::dropout) {
-        // The input gradient is the output gradient through the mask: the mask is read back (one
-        // byte per element), or regenerated from the seed (random numbers again). A fused
-        // residual passes its gradient straight through (no kernel of its own).
-        b.bytes = k.backward_bytes >= 0 ? k.backward_bytes : k.bytes;
-        if (!k.regenerate) {
-          b.kind = MemoryKind::stream;
-          b.elements = 0;
-        }
-      } else if (k.backward_bytes >= 0) {
-        b.bytes = k.backward_bytes;
-      } else {
-        // Reads the output gradient and the saved input, writes the input gradient.
-        b.bytes = 1.5 * k.bytes;
-      }
-      out.push_back(b);
-      break;
-    }
-  }
-}
-
-Pass backward_of(const Pass& fwd) {
-  Pass b;
-  const int n = static_cast<int>(fwd.segments.size());
-  for (int i = n - 1; i >= 0; --i) {
-    const Segment& f = fwd.segments[static_cast<std::size_t>(i)];
-    Segment s;
-    for (auto it = f.kernels.rbegin(); it != f.kernels.rend(); ++it) append_backward(*it, s.kernels);
-    if (f.comm && f.comm_overlaps) {
-      // Ring attention's backward passes K/V around again and their gradients back.
-      CommStep c = *f.comm;
-      c.bytes = c.bytes * 2;
-      s.comm = c;
-      s.comm_overlaps = true;
-    } else if (i > 0) {
-      const Segment& before = fwd.segments[static_cast<std::size_t>(i - 1)];
-      if (before.backward_comm) {
-        s.comm = before.backward_comm;
-      } else if (before.comm && !before.comm_overlaps && before.comm->op != CollOp::allreduce) {
-        CommStep c = *before.comm;
-        c.op = dual(c.op);
-        s.comm = c;
-      }
-    }
-    b.segments.push_back(std::move(s));
-  }
-  return b;
-}
+using detail::I;
+using detail::Types;
+using detail::types_of;
+using detail::lin;
+using detail::non_te;
+using detail::bmm;
+using detail::kRowOnChipBytes;
+using detail::mem;
+using detail::dropout_op;
+using detail::residual_op;
+using detail::dual;
+using detail::backward_of;
 
 struct Dims {
   I b, s, sl, T, Tn, h, heads, kv, d, qdim, kvdim, f, t, cp, ep;
@@ -670,55 +520,6 @@ LayerProgram transformer_head(const TransformerSpec& m, const ProgramShape& sh) 
   p.embedding_tied = m.tied_embeddings;
   return p;
 }
-
-std::vector<LayerProgram> cnn_program(const CnnSpec& m, const ProgramShape& sh) {
-  const Types ty = types_of(sh.precision);
-  const I b = sh.micro_batch;
-  std::vector<LayerProgram> out;
-  for (const CnnLayer& l : m.layers) {
-    const double in_el = static_cast<double>(b * l.in_channels * l.in_h * l.in_w);
-    const double out_el = static_cast<double>(b * l.out_channels * l.out_h * l.out_w);
-    Kernel k;
-    switch (l.kind) {
-      case CnnLayer::Kind::conv: {
-        // Implicit GEMM: one row per output pixel, one column per output channel (per group).
-        k = gemm("conv", b * l.out_h * l.out_w, l.out_channels / l.groups, l.in_channels / l.groups * l.kernel * l.kernel,
-                 l.groups, ty.math, ty.gemm_in, ty.act);
-        k.bytes = (in_el + out_el) * ty.act + static_cast<double>(l.params()) * ty.gemm_in;
-        k.weighted = true;
-        break;
-      }
-      case CnnLayer::Kind::fc:
-        k = lin(ty, "fc", b, l.out_channels, l.in_channels);
-        break;
-      case CnnLayer::Kind::batchnorm: k = mem(ty, "batchnorm", 3.0 * in_el); break;
-      case CnnLayer::Kind::relu: k = mem(ty, "relu", 2.0 * in_el); break;
-      case CnnLayer::Kind::add: k = mem(ty, "add", 3.0 * out_el); break;
-      case CnnLayer::Kind::pool: k = mem(ty, "pool", in_el + out_el); break;
-      case CnnLayer::Kind::softmax: k = mem(ty, "softmax", 2.0 * in_el); break;
-      case CnnLayer::Kind::dropout: k = mem(ty, "dropout", 2.5 * in_el); break;
-    }
-    const bool weighted = l.kind == CnnLayer::Kind::conv || l.kind == CnnLayer::Kind::fc;
-    // Layers without GEMM weights (batch norm's scale and shift are parameters all the same) join
-    // the previous layer's program (fewer, larger tasks).
-    if (!weighted && !out.empty()) {
-      out.back().forward.segments.front().kernels.push_back(k);
-      out.back().params += l.params();
-      continue;
-    }
-    LayerProgram p;
-    p.name = l.name;
-    p.forward.segments.push_back(Segment{{k}, std::nullopt, false});
-    p.params = l.params();
-    out.push_back(std::move(p));
-  }
-  for (LayerProgram& p : out) {
-    p.backward = backward_of(p.forward);
-    if (sh.recompute == Recompute::full) p.recompute = p.forward;
-  }
-  return out;
-}
-
 Kernel optimizer_update(const TrainingSpec& tr, double params) {
   const bool mixed = tr.precision != hw::DType::fp32 && tr.precision != hw::DType::tf32;
   const double per_param = (tr.optimizer == Optimizer::adam ? 24.0 : 16.0) + (mixed ? 2.0 : 0.0) + hw::dtype_bytes(tr.grad_dtype);
