@@ -5,7 +5,6 @@
 
 #include "comm/collective.hpp"
 #include "comm/channels.hpp"
-#include "comm/plan_helpers.hpp"
 
 namespace dtsim::comm {
 

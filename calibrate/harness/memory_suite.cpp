@@ -2,7 +2,7 @@
 // and the memory-bound kernels of a transformer step (layernorm, softmax, GELU, dropout-residual,
 // Adam) at transformer shapes. Buffers rotate so that every launch reads data that is not in L2.
 // `bytes` in each record is the traffic dtsim's compute model counts for the kernel
-// (workloads/program.cpp), so that the fitted efficiency is the model's own parameter; the
+// (workloads/program.cpp, program_kernels.cpp), so that the fitted efficiency is the model's own parameter; the
 // cross-entropy points, which no kind is fitted to, count each tensor once instead.
 #include <benchmark/benchmark.h>
 
