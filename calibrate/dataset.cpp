@@ -1,6 +1,7 @@
 // Measurements into a fit's dataset: result records (JSON Lines) and nccl-tests logs become
 // samples, and a device name its GPU and node presets. The fit itself is in fit.cpp.
 #include "calibrate/fit.hpp"
+#include "sim/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -17,11 +18,6 @@ namespace dtsim::calibrate {
 namespace {
 
 using nlohmann::json;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Records -> samples
@@ -257,7 +253,7 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
 }
 
 std::string gpu_preset_for(const std::string& device_name) {
-  const std::string n = lower(device_name);
+  const std::string n = ascii_lower(device_name);
   auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
   if (has("h200")) return "h200-sxm";
   if (has("h100")) {

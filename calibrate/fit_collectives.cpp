@@ -1,5 +1,6 @@
 // The collective part of `dtsim fit` (fit_collectives.hpp).
 #include "calibrate/fit_collectives.hpp"
+#include "sim/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -204,8 +205,7 @@ std::pair<Knob, Knob> knobs_of(comm::Algo a, comm::Protocol p, CollOp op, bool m
 }
 
 std::optional<comm::Algo> algo_from_label(const std::string& label) {
-  std::string l = label;
-  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string l = ascii_lower(label);
   if (l.empty() || l == "default" || l == "auto") return std::nullopt;
   if (l.find("nvls") != std::string::npos) return comm::Algo::nvls;
   if (l == "ring") return comm::Algo::ring;

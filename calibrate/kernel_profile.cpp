@@ -1,4 +1,5 @@
 #include "calibrate/kernel_profile.hpp"
+#include "sim/text.hpp"
 
 #include <algorithm>
 #include <array>
@@ -23,12 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-
-std::string lower(std::string_view s) {
-  std::string o(s);
-  for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return o;
-}
 
 bool has(const std::string& s, std::initializer_list<std::string_view> parts) {
   for (std::string_view p : parts) {
@@ -132,7 +127,7 @@ Expected<std::vector<ProfiledKernel>> read_kernel_csv(const std::string& path) {
 }
 
 std::string kernel_family_of(std::string_view raw) {
-  const std::string s = lower(raw);
+  const std::string s = ascii_lower(raw);
   if (has(s, {"nccl"})) return "communication";
   if (has(s, {"fill_random", "fill_value", "fill_tokens", "k_cast<"})) return "startup";
   if (has(s, {"flash", "fmha", "attention", "attn", "sdpa"})) return "attention";

@@ -1,4 +1,5 @@
 #include "calibrate/nccl_tests_log.hpp"
+#include "sim/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -39,11 +40,6 @@ std::optional<double> to_double(const std::string& s) {
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // Column layout of the data rows, from the column titles.
@@ -170,7 +166,7 @@ int NcclTestsLog::nodes_count() const {
 }
 
 std::optional<CollOp> op_from_name(const std::string& name) {
-  std::string n = lower(name);
+  std::string n = ascii_lower(name);
   const auto slash = n.find_last_of('/');
   if (slash != std::string::npos) n = n.substr(slash + 1);
   // Longest names first: "reduce_scatter" before "reduce", "all_reduce" before "reduce".

@@ -1,4 +1,5 @@
 #include "trace/classify.hpp"
+#include "sim/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -46,8 +47,7 @@ bool has_any(std::string_view s, std::initializer_list<std::string_view> needles
 }  // namespace
 
 KernelClass classify_name(std::string_view kernel_name) {
-  std::string s(kernel_name);
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string s = ascii_lower(kernel_name);
   // Order matters: cuDNN's SDPA kernels say "fprop"/"bprop" like its convolutions, split-K
   // reductions of GEMMs say "reduce", cast kernels are "elementwise" templates.
   if (has(s, "nccl")) return KernelClass::communication;

@@ -1,4 +1,5 @@
 #include "trace/reader.hpp"
+#include "sim/text.hpp"
 
 #include <zlib.h>
 
@@ -62,11 +63,6 @@ bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // Beyond +-9e15 us (285 years) a time is nonsense; it saturates there instead of overflowing, and
@@ -261,7 +257,7 @@ class Handler {
   }
 
   void finish_event() {
-    const std::string cat = lower(ev_.cat);
+    const std::string cat = ascii_lower(ev_.cat);
     const std::size_t index = t_.events - 1;
     const bool complete = ev_.ph == "X" && ev_.has_ts;
     const Interval when{ev_.ts, ev_.dur};
