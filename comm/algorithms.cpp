@@ -143,7 +143,15 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   Time inter_lat = step_latency(Algo::ring, proto, Transport::net, lay);
   const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double share = size.as_double() / nch;
-  const double fill = static_cast<double>(n - 2) * std::min(share, params_.pipeline_chunk.as_double());
+  // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
+  // with Simple a rank forwards a chunk (one 512 KiB step, or its share of a smaller message)
+  // only once all of it has arrived and its flag is posted, so the chain fills in n - 2 chunks.
+  // LL and LL128 flag every 8- or 128-byte line and each thread forwards its line as soon as it
+  // reads it (prims_ll.h, prims_ll128.h recvCopySend): no fill inside a node beyond the hops'
+  // latency. The network proxy still sends a whole step once all its lines are written
+  // (transport/net.cc sendProxyProgress), so each of the m - 1 hops between nodes holds one step.
+  const double fill = proto == Protocol::simple ? static_cast<double>(n - 2) * std::min(share, params_.pipeline_chunk.as_double())
+                                                : static_cast<double>(m - 1) * std::min(share, static_cast<double>(step_data_bytes(proto)));
   std::vector<hw::Path> chains;
   for (std::size_t c = 0; c < channels.size(); ++c) {
     std::vector<int> o = channels[c].order;

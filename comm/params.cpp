@@ -252,7 +252,7 @@ std::vector<ParamInfo> build_table() {
         "channels NCCL opens for rings and trees on one node (across nodes NCCL's own count, comm/channels.hpp); smaller messages run on fewer (bytes / (threads x threshold))",
         "nccl-tests#100 (NCCL log of an 8-GPU HGX A100: 24 channels); NCCL v2.18.5 enqueue.cc getAlgoInfo");
   t.push_back(ParamInfo{"pipeline_chunk", "bytes", "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
-                        "assumption: order of NCCL's Simple-protocol chunk size",
+                        "NCCL v2.18.5: one Simple step, init.cc DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 (broadcast.h, reduce.h: CHUNKSTEPS 1); Simple only, LL and LL128 forward each line",
                         [](const CommParams& c) { return to_string(c.pipeline_chunk); },
                         [](CommParams& c, std::string_view v) {
                           auto b = parse_bytes(v);

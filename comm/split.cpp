@@ -42,6 +42,15 @@ int kernel_threads(Algo a, Protocol proto, int nt) {
 
 }  // namespace
 
+std::int64_t step_data_bytes(Protocol proto) {
+  switch (proto) {
+    case Protocol::ll: return kLlStepData;
+    case Protocol::ll128: return kLl128StepData;
+    case Protocol::simple: return kSimpleStep;
+  }
+  return kSimpleStep;
+}
+
 Launch nccl_launch(const CommParams& p, Algo a, Protocol proto, Bytes bytes, int nranks) {
   // Thresholds (comm.h, tuning.cc): NCCL_SIMPLE_THREAD_THRESHOLD 64, NCCL_LL128_THREAD_THRESHOLD 8,
   // NCCL_LL_THREAD_THRESHOLD 8, times nRanks for ring LL.

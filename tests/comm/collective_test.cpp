@@ -139,6 +139,38 @@ TEST(Broadcast, IsAPipelinedChain) {
   EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
 }
 
+TEST(Broadcast, LlForwardsEachLineWithoutFillingThePipeline) {
+  // LL flags every 8-byte word and each thread forwards its line once read (NCCL's prims_ll.h
+  // recvCopySend), so the chain costs its hops' latency and one pass of the data, not n - 2
+  // chunks more. 1 MiB runs on all 24 channels (1 MiB / (512 threads x 8 x 8 ranks) = 32).
+  // LL's fraction of the bus bandwidth: 1/3 for broadcast in one node, 1/4 for reduce (NCCL's
+  // tuner); base 6.6 us, 0.6 us per NVLink hop.
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const int n = 8;
+  const double S = 1048576;
+  for (const auto& [op, factor] : {std::pair{CollOp::broadcast, 1.0 / 3.0}, std::pair{CollOp::reduce, 0.25}}) {
+    const Plan p = f.plan(op, Bytes(1048576), Algo::ring, Protocol::ll);
+    const double expected = us(6.6) + (n - 1) * us(0.6) + S / (factor * 100 * GB);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << to_string(op);
+  }
+}
+
+TEST(Broadcast, EachNetworkHopHoldsOneStepOfLl128) {
+  // 4 nodes of one GPU, one NIC of 10 GB/s each: every hop of the chain crosses the network,
+  // whose proxy sends an LL128 step (576,000 data bytes) only once all of it is written. Each
+  // channel's chain therefore fills in m - 1 steps; all channels share the one NIC, at LL128's
+  // 0.92. Latency: base 14 us + 3 network hops of 4 us.
+  auto c = cluster(nvswitch_node(8, true, 10), 4, hw::FabricKind::single_switch);
+  c.groups[0].gpus_per_node = 1;
+  Fixture f(c);
+  const int m = 4;
+  const double S = 16777216.0;
+  const Plan p = f.plan(CollOp::broadcast, Bytes(16777216), Algo::ring, Protocol::ll128);
+  ASSERT_GE(S / p.channels, 576000.0);
+  const double expected = us(14) + (m - 1) * us(4) + (S + p.channels * (m - 1) * 576000.0) / (0.92 * 10 * GB);
+  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << p.channels;
+}
+
 TEST(TreeAllReduce, DoubleBinaryTreeSendsTwoBuffersPerRank) {
   // 8 nodes of one GPU on one switch, NIC 10 GB/s. In each of the two trees a rank is inner
   // (parent + 2 children) or a leaf (parent), and inner in only one: at most 4 edges of S/2 leave
