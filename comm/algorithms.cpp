@@ -143,15 +143,23 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   Time inter_lat = step_latency(Algo::ring, proto, Transport::net, lay);
   const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double share = size.as_double() / nch;
+  // NCCL runs a small message on fewer channels (enqueue.cc getAlgoInfo); each of those carries
+  // size / used bytes.
+  const CommParams chp = channel_params(lay);
+  plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
+  const double used = static_cast<double>(plan.nccl_channels);
   // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
-  // with Simple a rank forwards a chunk (one 512 KiB step, or its share of a smaller message)
-  // only once all of it has arrived and its flag is posted, so the chain fills in n - 2 chunks.
-  // LL and LL128 flag every 8- or 128-byte line and each thread forwards its line as soon as it
-  // reads it (prims_ll.h, prims_ll128.h recvCopySend): no fill inside a node beyond the hops'
-  // latency. The network proxy still sends a whole step once all its lines are written
+  // with Simple a rank forwards a chunk (one 512 KiB step, or its channel's share of a smaller
+  // message) only once all of it has arrived and its flag is posted, so the chain fills in n - 2
+  // chunks. LL and LL128 flag every 8- or 128-byte line and each thread forwards its line as soon
+  // as it reads it (prims_ll.h, prims_ll128.h recvCopySend): no fill inside a node beyond the
+  // hops' latency. The network proxy still sends a whole step once all its lines are written
   // (transport/net.cc sendProxyProgress), so each of the m - 1 hops between nodes holds one step.
-  const double fill = proto == Protocol::simple ? static_cast<double>(n - 2) * std::min(share, params_.pipeline_chunk.as_double())
-                                                : static_cast<double>(m - 1) * std::min(share, static_cast<double>(step_data_bytes(proto)));
+  // Each of this plan's nch groups carries size / nch at used / max_channels of its rate (below),
+  // so a used channel's fill is spread over them as fill x used / nch.
+  const double piece = proto == Protocol::simple ? params_.pipeline_chunk.as_double() : static_cast<double>(step_data_bytes(proto));
+  const double hops = proto == Protocol::simple ? static_cast<double>(n - 2) : static_cast<double>(m - 1);
+  const double fill = hops * std::min(size.as_double() / used, piece) * used / nch;
   std::vector<hw::Path> chains;
   for (std::size_t c = 0; c < channels.size(); ++c) {
     std::vector<int> o = channels[c].order;
@@ -172,9 +180,8 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
   for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
-  const CommParams chp = channel_params(lay);
-  plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
-  cap_channels(ph, static_cast<double>(plan.nccl_channels) / std::max(1, chp.max_channels));
+  if (share + fill > 0) plan.tuner_bytes_fraction = share / (share + fill);
+  cap_channels(ph, used / std::max(1, chp.max_channels));
   plan.phases.push_back(std::move(ph));
 }
 

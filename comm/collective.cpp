@@ -329,7 +329,7 @@ Expected<Plan> Planner::plan_fixed(const CollectiveRequest& req, const Layout& l
 Time Planner::tuner_time(const Plan& plan) const {
   const bool nccl = params_.choice_as_nccl(plan.nodes);
   const double rate = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? nccl_tree_correction(plan.protocol, plan.size) : 1.0;
-  const Time total = estimate(plan, false, rate);
+  const Time total = estimate(plan, false, rate / plan.tuner_bytes_fraction);
   Time key = total - plan.unseen_by_tuner;
   if (nccl && plan.algo == Algo::nvls && plan.nodes > 1) {
     // The NVLS tree's latency as NCCL's tuner charges it, in place of the one simulated.

@@ -77,6 +77,9 @@ struct Plan {
   // Part of the latency NCCL's tuner does not model (NVLS per-loop synchronisation); left out, with
   // the channel caps, when the planner picks the algorithm as NCCL's tuner would.
   Time unseen_by_tuner;
+  // The share of the flow groups' bytes NCCL's tuner sees (the message without a chain's pipeline
+  // fill, which its latency + size / bandwidth leaves out); 1 for the other algorithms.
+  double tuner_bytes_fraction = 1.0;
 };
 
 class Planner {
