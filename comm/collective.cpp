@@ -211,6 +211,11 @@ std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveReque
       if (p != Protocol::ll128 || ll128) out.emplace_back(a, p);
     }
   };
+  // NCCL's peer-to-peer operations have LL and Simple only (v2.18.5 enqueue.cc addP2pToPlan).
+  auto p2p = [&] {
+    out.emplace_back(Algo::direct, Protocol::ll);
+    out.emplace_back(Algo::direct, Protocol::simple);
+  };
   switch (req.op) {
     case CollOp::allreduce:
       all(Algo::ring);
@@ -227,7 +232,7 @@ std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveReque
     case CollOp::broadcast:
     case CollOp::reduce: all(Algo::ring); break;
     case CollOp::alltoall:
-    case CollOp::sendrecv: all(Algo::direct); break;
+    case CollOp::sendrecv: p2p(); break;
   }
   return out;
 }
@@ -253,6 +258,13 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
     // when asked for by name.
     if (!req.algo && a == Algo::hierarchical) continue;
     if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
+  }
+  // NCCL picks a peer-to-peer operation's protocol by each peer's bytes, not by its tuner: LL up
+  // to NCCL_P2P_LL_THRESHOLD, else Simple (v2.18.5 enqueue.cc addP2pToPlan).
+  if (!req.protocol && (req.op == CollOp::alltoall || req.op == CollOp::sendrecv)) {
+    const Bytes per_peer = req.op == CollOp::alltoall ? Bytes(req.size.count() / static_cast<std::int64_t>(req.ranks.size())) : req.size;
+    const Protocol rule = per_peer <= params_.p2p_ll_threshold ? Protocol::ll : Protocol::simple;
+    std::erase_if(chosen, [&](const auto& c) { return c.second != rule; });
   }
   if (chosen.empty() && req.algo == Algo::nvls && req.op == CollOp::allreduce && lay.min_per_node <= 2) {
     return Error(fmt::format("nvls needs more than 2 GPUs on every node (NCCL turns NVLS off below that); these {} GPUs have {} on "

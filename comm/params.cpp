@@ -260,6 +260,15 @@ std::vector<ParamInfo> build_table() {
                           c.pipeline_chunk = *b;
                           return Status();
                         }});
+  t.push_back(ParamInfo{"p2p_ll_threshold", "bytes", "send/recv and all-to-all run LL when a peer's message is at most this, else Simple (never LL128)",
+                        "NCCL v2.18.5 enqueue.cc addP2pToPlan (NCCL_P2P_LL_THRESHOLD default 16384)",
+                        [](const CommParams& c) { return to_string(c.p2p_ll_threshold); },
+                        [](CommParams& c, std::string_view v) {
+                          auto b = parse_bytes(v);
+                          if (!b) return Status(b.error());
+                          c.p2p_ll_threshold = *b;
+                          return Status();
+                        }});
   t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",
                         "default 0; calibration fits it", [](const CommParams& c) { return to_string(c.call_overhead); },
                         [](CommParams& c, std::string_view v) { return set_time(c.call_overhead, v); }});

@@ -90,6 +90,9 @@ struct CommParams {
   int max_channels = 24;
   // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
   Bytes pipeline_chunk = Bytes::KiB(512);
+  // Send/recv and all-to-all (NCCL's peer-to-peer operations) run LL when a peer's message is at
+  // most this, else Simple, never LL128 (v2.18.5 enqueue.cc addP2pToPlan, NCCL_P2P_LL_THRESHOLD).
+  Bytes p2p_ll_threshold = Bytes::KiB(16);
   // How the automatic choice compares the candidates. `nccl`: as NCCL's tuner does (its
   // src/graph/tuning.cc): a tree all-reduce's bandwidth times its per-size treeCorrectionFactor
   // (nccl_tree_correction below), and the NVLS tree across m nodes charged

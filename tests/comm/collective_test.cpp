@@ -404,6 +404,40 @@ TEST(AllToAll, EachRankSendsNMinusOneOverNOfItsBuffer) {
   EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
 }
 
+TEST(PeerToPeer, ProtocolIsLlUpToSixteenKibPerPeerElseSimpleNeverLl128) {
+  // NCCL v2.18.5 enqueue.cc addP2pToPlan: LL when a peer's bytes are at most
+  // NCCL_P2P_LL_THRESHOLD (16,384), else Simple. An all-to-all of S on 8 ranks sends S / 8 to
+  // each peer; nccl-tests' send/recv sends S to one.
+  Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
+  const std::vector<int> ranks{0, 1, 2, 3, 4, 5, 6, 7};
+  struct Case {
+    CollOp op;
+    std::int64_t bytes;
+    Protocol expected;
+  };
+  for (const Case& c : {Case{CollOp::alltoall, 8 * 16384, Protocol::ll}, Case{CollOp::alltoall, 8 * 16384 + 8, Protocol::simple},
+                        Case{CollOp::alltoall, 64 << 20, Protocol::simple}, Case{CollOp::sendrecv, 16384, Protocol::ll},
+                        Case{CollOp::sendrecv, 16392, Protocol::simple}}) {
+    CollectiveRequest req;
+    req.op = c.op;
+    req.size = Bytes(c.bytes);
+    req.ranks = ranks;
+    auto p = f.planner.plan(req);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->protocol, c.expected) << to_string(c.op) << " " << c.bytes;
+  }
+  for (CollOp op : {CollOp::alltoall, CollOp::sendrecv}) {
+    CollectiveRequest req;
+    req.op = op;
+    req.size = Bytes::MiB(1);
+    req.ranks = ranks;
+    req.protocol = Protocol::ll128;
+    auto p = f.planner.plan(req);
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.error().to_string().find("direct/Simple"), std::string::npos) << p.error().to_string();
+  }
+}
+
 TEST(Fidelity, PerStepPerEdgeAndCoupledRingsAgreeWithoutContention) {
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
   const Plan coupled = f.plan(CollOp::allreduce, Bytes(67108864), Algo::ring, Protocol::simple);
