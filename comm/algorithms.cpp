@@ -1,7 +1,10 @@
 // The planner's algorithms: how ring, chain, tree, NVLS, hierarchical, NVLS tree and direct
 // collectives become phases of flow groups with their bytes, latencies and channel caps.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -141,46 +144,78 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   const Transport intra = intra_transport(lay);
   Time intra_lat = step_latency(Algo::ring, proto, intra, lay);
   Time inter_lat = step_latency(Algo::ring, proto, Transport::net, lay);
-  const double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
+  double factor = bandwidth_factor(Algo::ring, proto, op, multinode);
   const double share = size.as_double() / nch;
   // NCCL runs a small message on fewer channels (enqueue.cc getAlgoInfo); each of those carries
   // size / used bytes.
   const CommParams chp = channel_params(lay);
   plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
   const double used = static_cast<double>(plan.nccl_channels);
-  // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
-  // with Simple a rank forwards a chunk (one 512 KiB step, or its channel's share of a smaller
-  // message) only once all of it has arrived and its flag is posted, so the chain fills in n - 2
-  // chunks. LL and LL128 flag every 8- or 128-byte line and each thread forwards its line as soon
-  // as it reads it (prims_ll.h, prims_ll128.h recvCopySend): no fill inside a node beyond the
-  // hops' latency. The network proxy still sends a whole step once all its lines are written
-  // (transport/net.cc sendProxyProgress), so each of the m - 1 hops between nodes holds one step.
-  // Each of this plan's nch groups carries size / nch at used / max_channels of its rate (below),
-  // so a used channel's fill is spread over them as fill x used / nch.
-  const double piece = proto == Protocol::simple ? params_.pipeline_chunk.as_double() : static_cast<double>(step_data_bytes(proto));
-  const double hops = proto == Protocol::simple ? static_cast<double>(n - 2) : static_cast<double>(m - 1);
-  const double fill = hops * std::min(size.as_double() / used, piece) * used / nch;
-  std::vector<hw::Path> chains;
+
+  struct Chain {
+    hw::Path path;
+    int intra_edges = 0;
+    int net_edges = 0;
+    bool source_edge_crosses = false;  // the hop out of the rank that holds the data
+  };
+  std::vector<Chain> chains;
   for (std::size_t c = 0; c < channels.size(); ++c) {
     std::vector<int> o = channels[c].order;
     std::rotate(o.begin(), std::find(o.begin(), o.end(), root_rank), o.end());
-    hw::Path all;
+    Chain ch;
     for (int i = 0; i + 1 < n; ++i) {
       int a = o[static_cast<std::size_t>(i)], b = o[static_cast<std::size_t>(i + 1)];
       if (op == CollOp::reduce) std::swap(a, b);  // data flows towards the root
       const hw::Path p = edge_path(a, b, channels[c].nic[node_index[topo_.node_of(a)]], channels[c].nic[node_index[topo_.node_of(b)]],
                                    label_of(c, static_cast<std::uint64_t>(i), 2));
-      Time& lat = topo_.node_of(a) != topo_.node_of(b) ? inter_lat : intra_lat;
+      const bool cross = topo_.node_of(a) != topo_.node_of(b);
+      Time& lat = cross ? inter_lat : intra_lat;
       lat = std::max(lat, router_.latency(p));
-      append(all, p);
+      (cross ? ch.net_edges : ch.intra_edges) += 1;
+      // A broadcast's data starts at the root (edge 0), a reduce's at the chain's far end.
+      if (i == (op == CollOp::reduce ? n - 2 : 0)) ch.source_edge_crosses = cross;
+      append(ch.path, p);
     }
-    chains.push_back(std::move(all));
+    chains.push_back(std::move(ch));
   }
-  const Time latency = params_.lat(Algo::ring, proto).base + params_.call_overhead + intra_lat * ((n - 1) - (m - 1)) + inter_lat * (m - 1);
+  // NCCL's tuner refinements and caps, as for the ring (add_ring): LL128 with fewer than 2 GPUs
+  // per node at .7, LL's ceiling, LL128's graph channels x per-channel rate. Every edge of a
+  // chain carries its channel's whole share, so a broadcast's bus bandwidth is its algorithm's.
+  if (proto == Protocol::ll128 && n < 2 * m) factor = std::min(factor, params_.ring_ll128_one_per_node);
+  if (const double cap = tuner_cap_GBps(lay, Algo::ring, proto); std::isfinite(cap)) {
+    std::map<std::uint32_t, double> load;
+    for (const Chain& ch : chains) {
+      for (LinkId l : ch.path) load[l.value] += share;
+    }
+    if (const double worst = most_loaded_seconds(load); worst > 0) factor = std::min(factor, cap * 1e9 / (size.as_double() / worst));
+  }
+  // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
+  // with Simple a rank forwards a chunk (one 512 KiB step, or its channel's share of a smaller
+  // message) only once all of it has arrived and its flag is posted (prims_simple.h: one slice
+  // per chunk), so the chain fills in n - 2 chunks. LL and LL128 flag every 16-byte line (8 of
+  // data) or 128-byte line and forward each line or warp slice as soon as it is read (prims_ll.h,
+  // prims_ll128.h recvCopySend): no fill inside a node beyond the hops' latency. The network
+  // proxy still sends a whole step once all its lines are written (transport/net.cc
+  // sendProxyProgress), so each network hop of a channel's chain holds one step, except the hop
+  // out of the rank that holds the data (it writes the step at copy speed). Each of this plan's
+  // nch groups carries size / nch at used / max_channels of its rate (below), so a used
+  // channel's fill is spread over them as fill x used / nch.
+  const double piece = proto == Protocol::simple ? params_.pipeline_chunk.as_double() : static_cast<double>(step_data_bytes(proto));
+  const double per_hop = std::min(size.as_double() / used, piece) * used / nch;
+  const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
-  for (const auto& all : chains) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share + fill, factor), latency});
-  if (share + fill > 0) plan.tuner_bytes_fraction = share / (share + fill);
+  double bytes = 0, fills = 0;
+  for (const Chain& ch : chains) {
+    const int hops = proto == Protocol::simple ? n - 2 : std::max(0, ch.net_edges - (ch.source_edge_crosses ? 1 : 0));
+    const double fill = hops * per_hop;
+    bytes += share + fill;
+    fills += fill;
+    ph.groups.push_back(FlowGroup{to_uses(ch.path), scaled(share + fill, factor), base + intra_lat * ch.intra_edges + inter_lat * ch.net_edges});
+  }
+  // The choice's key leaves the fill out, as NCCL's tuner does: the bytes without it over the
+  // bytes with it (exact where the groups share their bottleneck, as a node's channels do).
+  if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
   cap_channels(ph, used / std::max(1, chp.max_channels));
   plan.phases.push_back(std::move(ph));
 }

@@ -175,21 +175,25 @@ TEST(Broadcast, TheChoiceIgnoresTheFillAsNcclsTunerDoes) {
 }
 
 TEST(Broadcast, EachNetworkHopHoldsOneStepOfLl128) {
-  // 4 nodes of one GPU, one NIC of 10 GB/s each: every hop of the chain crosses the network,
-  // whose proxy sends an LL128 step (576,000 data bytes) only once all of it is written. Each of
+  // 4 nodes of one GPU, one NIC of 10 GB/s each: the chain 0 -> 1 -> 2 -> 3 crosses the network
+  // at every hop, and the proxy sends an LL128 step (576,000 data bytes) only once all of it is
+  // written. The root writes its step at copy speed, so hops 2 and 3 each hold one step. Each of
   // NCCL's channels (2 here: the search's one at 10 GB/s, doubled by ncclTopoPostset;
-  // comm/channels.hpp) moves S / 2 through its own chain, which fills
-  // in m - 1 steps; the channels share the one NIC, at LL128's 0.92. Latency: base 14 us + 3
-  // network hops of 4 us.
+  // comm/channels.hpp) moves S / 2 through its own chain; the channels share the one NIC at
+  // LL128's .7 with one GPU per node (NCCL's tuner, tuning.cc). Latency: base 14 us + 3 network
+  // hops of 4 us.
   auto c = cluster(nvswitch_node(8, true, 10), 4, hw::FabricKind::single_switch);
   c.groups[0].gpus_per_node = 1;
   Fixture f(c);
-  const int m = 4;
+  // A reduce runs the same chain backwards: its data starts at rank 3, whose hop writes at copy
+  // speed, and hops 2 -> 1 and 1 -> 0 each hold one step.
   const double S = 16777216.0;
-  const Plan p = f.plan(CollOp::broadcast, Bytes(16777216), Algo::ring, Protocol::ll128);
-  ASSERT_EQ(p.nccl_channels, 2);
-  const double expected = us(14) + (m - 1) * us(4) + (S / 2 + (m - 1) * 576000.0) / (0.92 * 10 * GB / 2);
-  EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected);
+  for (CollOp op : {CollOp::broadcast, CollOp::reduce}) {
+    const Plan p = f.plan(op, Bytes(16777216), Algo::ring, Protocol::ll128);
+    ASSERT_EQ(p.nccl_channels, 2);
+    const double expected = us(14) + 3 * us(4) + (S / 2 + 2 * 576000.0) / (0.7 * 10 * GB / 2);
+    EXPECT_NEAR(f.simulate(p), expected, 0.01 * expected) << to_string(op);
+  }
 }
 
 TEST(TreeAllReduce, DoubleBinaryTreeSendsTwoBuffersPerRank) {
