@@ -251,24 +251,19 @@ std::vector<ParamInfo> build_table() {
   count("max_channels", &CommParams::max_channels,
         "channels NCCL opens for rings and trees on one node (across nodes NCCL's own count, comm/channels.hpp); smaller messages run on fewer (bytes / (threads x threshold))",
         "nccl-tests#100 (NCCL log of an 8-GPU HGX A100: 24 channels); NCCL v2.18.5 enqueue.cc getAlgoInfo");
-  t.push_back(ParamInfo{"pipeline_chunk", "bytes", "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
-                        "NCCL v2.18.5: one Simple step, init.cc DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 (broadcast.h, reduce.h: CHUNKSTEPS 1); Simple only, LL and LL128 forward each line",
-                        [](const CommParams& c) { return to_string(c.pipeline_chunk); },
-                        [](CommParams& c, std::string_view v) {
-                          auto b = parse_bytes(v);
-                          if (!b) return Status(b.error());
-                          c.pipeline_chunk = *b;
-                          return Status();
-                        }});
-  t.push_back(ParamInfo{"p2p_ll_threshold", "bytes", "send/recv and all-to-all run LL when a peer's message is at most this, else Simple (never LL128)",
-                        "NCCL v2.18.5 enqueue.cc addP2pToPlan (NCCL_P2P_LL_THRESHOLD default 16384)",
-                        [](const CommParams& c) { return to_string(c.p2p_ll_threshold); },
-                        [](CommParams& c, std::string_view v) {
-                          auto b = parse_bytes(v);
-                          if (!b) return Status(b.error());
-                          c.p2p_ll_threshold = *b;
-                          return Status();
-                        }});
+  auto bytes_param = [&](std::string name, Bytes CommParams::*m, std::string help, std::string source) {
+    t.push_back(ParamInfo{std::move(name), "bytes", std::move(help), std::move(source), [m](const CommParams& c) { return to_string(c.*m); },
+                          [m](CommParams& c, std::string_view v) {
+                            auto b = parse_bytes(v);
+                            if (!b) return Status(b.error());
+                            c.*m = *b;
+                            return Status();
+                          }});
+  };
+  bytes_param("pipeline_chunk", &CommParams::pipeline_chunk, "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
+              "NCCL v2.18.5: one Simple step, init.cc DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 (broadcast.h, reduce.h: CHUNKSTEPS 1); Simple only, LL and LL128 forward each line");
+  bytes_param("p2p_ll_threshold", &CommParams::p2p_ll_threshold, "send/recv and all-to-all run LL when a peer's message is at most this, else Simple (never LL128)",
+              "NCCL v2.18.5 enqueue.cc addP2pToPlan (NCCL_P2P_LL_THRESHOLD default 16384)");
   t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",
                         "default 0; calibration fits it", [](const CommParams& c) { return to_string(c.call_overhead); },
                         [](CommParams& c, std::string_view v) { return set_time(c.call_overhead, v); }});
