@@ -216,6 +216,21 @@ TEST(Cli, SetOverridesAParameterAndRejectsUnknownOnes) {
   EXPECT_NE(bad.out.find("unknown communication parameter 'warp_speed'"), std::string::npos) << bad.out;
 }
 
+TEST(Cli, ThePeerToPeerLlThresholdMovesTheProtocolAndRefusesGarbage) {
+  // 64 KiB on 8 GPUs is 8 KiB a peer: LL at NCCL's 16 KiB threshold, Simple at 4 KiB.
+  const Result ll = run("collective --cluster dgx-h100 --op alltoall --min 64K --max 64K");
+  ASSERT_EQ(ll.code, 0) << ll.out;
+  EXPECT_NE(ll.out.find("direct/LL"), std::string::npos) << ll.out;
+  const Result simple = run("collective --cluster dgx-h100 --op alltoall --min 64K --max 64K --set comm.p2p_ll_threshold=4K");
+  ASSERT_EQ(simple.code, 0) << simple.out;
+  EXPECT_NE(simple.out.find("direct/Simple"), std::string::npos) << simple.out;
+  for (const char* v : {"-5", "lots", "16Q"}) {
+    const Result bad = run(std::string("collective --cluster dgx-h100 --op alltoall --set comm.p2p_ll_threshold=") + v);
+    EXPECT_EQ(bad.code, 2) << v;
+    EXPECT_NE(bad.out.find("p2p_ll_threshold"), std::string::npos) << bad.out;
+  }
+}
+
 TEST(Cli, AnUnknownChoiceIsRefusedOnTheCommandLineAndInAProfile) {
   const Result set = run("collective --cluster dgx-h100 --min 1M --max 1M --set comm.choice=quickest");
   EXPECT_EQ(set.code, 2);
