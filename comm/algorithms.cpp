@@ -59,23 +59,13 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
       else intra_lat = std::max(intra_lat, path_lat);
     }
   }
-  // NCCL's tuner: a ring of fewer than 2 GPUs per node runs LL128 at .7 (each GPU sends and
-  // receives through its NIC), and caps the bus bandwidth of LL (llMaxBws; across nodes by the
-  // host CPU) and of LL128 (graph channels x perChMaxRingLL128Bws): lower the protocol factor
-  // until the ring's bus bandwidth on idle links stays under the cap.
-  if (proto == Protocol::ll128 && n < 2 * m) factor = std::min(factor, params_.ring_ll128_one_per_node);
-  if (const double cap = tuner_cap_GBps(lay, Algo::ring, proto); std::isfinite(cap)) {
-    std::map<std::uint32_t, double> load;
+  factor = ring_tuner_factor(lay, proto, n, m, factor, per_edge * nch, [&](std::map<std::uint32_t, double>& load) {
     for (const auto& ch : paths) {
       for (const auto& p : ch) {
         for (LinkId l : p) load[l.value] += per_edge;
       }
     }
-    if (const double worst = most_loaded_seconds(load); worst > 0) {
-      const double busbw = per_edge * nch / worst;  // bytes/s at factor 1
-      factor = std::min(factor, cap * 1e9 / busbw);
-    }
-  }
+  });
 
   // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo), and its kernel
   // cuts the message in pieces that leave some channels more than others (comm/split.hpp): the
@@ -178,17 +168,13 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
     }
     chains.push_back(std::move(ch));
   }
-  // NCCL's tuner refinements and caps, as for the ring (add_ring): LL128 with fewer than 2 GPUs
-  // per node at .7, LL's ceiling, LL128's graph channels x per-channel rate. Every edge of a
-  // chain carries its channel's whole share, so a broadcast's bus bandwidth is its algorithm's.
-  if (proto == Protocol::ll128 && n < 2 * m) factor = std::min(factor, params_.ring_ll128_one_per_node);
-  if (const double cap = tuner_cap_GBps(lay, Algo::ring, proto); std::isfinite(cap)) {
-    std::map<std::uint32_t, double> load;
+  // NCCL's tuner refinements and caps, as for the ring. Every edge of a chain carries its
+  // channel's whole share, so a broadcast's bus bandwidth is its algorithm's.
+  factor = ring_tuner_factor(lay, proto, n, m, factor, size.as_double(), [&](std::map<std::uint32_t, double>& load) {
     for (const Chain& ch : chains) {
       for (LinkId l : ch.path) load[l.value] += share;
     }
-    if (const double worst = most_loaded_seconds(load); worst > 0) factor = std::min(factor, cap * 1e9 / (size.as_double() / worst));
-  }
+  });
   // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
   // with Simple a rank forwards a chunk (one 512 KiB step, or its channel's share of a smaller
   // message) only once all of it has arrived and its flag is posted (prims_simple.h: one slice

@@ -4,7 +4,10 @@
 #include "comm/collective.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -169,6 +172,21 @@ double Planner::tuner_cap_GBps(const Layout& lay, Algo a, Protocol p) const {
     case Protocol::ll: return std::min(ch * caps.tree / 3.8, ll_max_busbw_GBps(lay));
   }
   return kNone;
+}
+
+double Planner::ring_tuner_factor(const Layout& lay, Protocol proto, int n, int m, double factor, double bus_bytes,
+                                  const std::function<void(std::map<std::uint32_t, double>&)>& add_load) const {
+  // NCCL's tuner: a ring of fewer than 2 GPUs per node runs LL128 at .7 (each GPU sends and
+  // receives through its NIC), and caps the bus bandwidth of LL (llMaxBws; across nodes by the
+  // host CPU) and of LL128 (graph channels x perChMaxRingLL128Bws): lower the protocol factor
+  // until the bus bandwidth on idle links stays under the cap.
+  if (proto == Protocol::ll128 && n < 2 * m) factor = std::min(factor, params_.ring_ll128_one_per_node);
+  if (const double cap = tuner_cap_GBps(lay, Algo::ring, proto); std::isfinite(cap)) {
+    std::map<std::uint32_t, double> load;
+    add_load(load);
+    if (const double worst = most_loaded_seconds(load); worst > 0) factor = std::min(factor, cap * 1e9 / (bus_bytes / worst));
+  }
+  return factor;
 }
 
 double Planner::most_loaded_seconds(const std::map<std::uint32_t, double>& load) const {

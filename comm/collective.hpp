@@ -130,6 +130,12 @@ class Planner {
   // (comm/channels.hpp PerChannelCaps) for trees and LL128 rings, LL128's and LL's factors applied
   // to the tree's, and LL's ceiling; infinite where NCCL sets none. GB/s.
   double tuner_cap_GBps(const Layout& lay, Algo a, Protocol p) const;
+  // A ring protocol's bandwidth factor after NCCL's tuner refinements for a ring or chain of n
+  // ranks on m nodes: LL128 at .7 with fewer than 2 GPUs per node, and the bus bandwidth held under
+  // tuner_cap_GBps. `add_load` adds the ring's bytes per link at factor 1 (called only where a cap
+  // applies); `bus_bytes` is what one busbw second moves (bytes / the busbw ratio).
+  double ring_tuner_factor(const Layout& lay, Protocol proto, int n, int m, double factor, double bus_bytes,
+                           const std::function<void(std::map<std::uint32_t, double>&)>& add_load) const;
   // Seconds the most loaded link needs for `load` (bytes by link) on otherwise idle links.
   double most_loaded_seconds(const std::map<std::uint32_t, double>& load) const;
 

@@ -142,9 +142,9 @@ TEST(Broadcast, IsAPipelinedChain) {
 }
 
 TEST(Broadcast, LlForwardsEachLineWithoutFillingThePipeline) {
-  // LL flags every 8-byte word and each thread forwards its line once read (NCCL's prims_ll.h
-  // recvCopySend), so the chain costs its hops' latency and one pass of the data, not n - 2
-  // chunks more. 1 MiB runs on all 24 channels (1 MiB / (512 threads x 8 x 8 ranks) = 32).
+  // LL flags every 16-byte line (8 bytes of data) and each thread forwards its line once read
+  // (prims_ll.h recvCopySend), so the chain costs its hops' latency and one pass of the data,
+  // not n - 2 chunks more. 1 MiB runs on all 24 channels (1 MiB / (512 threads x 8 x 8 ranks) = 32).
   // LL's fraction of the bus bandwidth: 1/3 for broadcast in one node, 1/4 for reduce (NCCL's
   // tuner); base 6.6 us, 0.6 us per NVLink hop.
   Fixture f(cluster(nvswitch_node(), 1, hw::FabricKind::fat_tree));
