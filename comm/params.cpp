@@ -262,6 +262,9 @@ std::vector<ParamInfo> build_table() {
   };
   bytes_param("pipeline_chunk", &CommParams::pipeline_chunk, "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
               "NCCL v2.18.5: one Simple step, init.cc DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 (broadcast.h, reduce.h: CHUNKSTEPS 1); Simple only, LL and LL128 forward each line");
+  bytes_param("tree_chunk_floor", &CommParams::tree_chunk_floor,
+              "smallest chunk a Simple tree all-reduce halves its 512 KiB step to for short messages (512K: never halved)",
+              "NCCL v2.18.5-v2.19 enqueue.cc computeColl halve it down to 32 KiB by the tree's depth; v2.20.3 to v2.28.9 do not (one step)");
   bytes_param("p2p_ll_threshold", &CommParams::p2p_ll_threshold, "send/recv and all-to-all run LL when a peer's message is at most this, else Simple (never LL128)",
               "NCCL v2.18.5 enqueue.cc addP2pToPlan (NCCL_P2P_LL_THRESHOLD default 16384)");
   t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",

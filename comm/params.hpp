@@ -90,6 +90,11 @@ struct CommParams {
   int max_channels = 24;
   // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
   Bytes pipeline_chunk = Bytes::KiB(512);
+  // The smallest chunk a Simple tree all-reduce halves its step to for a short message. NCCL
+  // v2.18.5-v2.19 halve it while a channel holds fewer chunks than 8, 4 and 1 x the tree's depth,
+  // down to 128, 64 and 32 KiB (enqueue.cc computeColl); from v2.20 the rule is gone and every
+  // chunk is one step (512 KiB), which this default follows. 32 KiB gives the older rule.
+  Bytes tree_chunk_floor = Bytes::KiB(512);
   // Send/recv and all-to-all (NCCL's peer-to-peer operations) run LL when a peer's message is at
   // most this, else Simple, never LL128 (v2.18.5 enqueue.cc addP2pToPlan, NCCL_P2P_LL_THRESHOLD).
   Bytes p2p_ll_threshold = Bytes::KiB(16);

@@ -119,28 +119,29 @@ std::int64_t ring_busiest_edge_bytes(const CommParams& p, CollOp op, Protocol pr
   return 0;
 }
 
-std::int64_t tree_busiest_channel_bytes(const CommParams& p, Protocol proto, Bytes bytes, int nranks, int nnodes) {
+TreeChunk tree_chunk(const CommParams& p, Protocol proto, Bytes bytes, int nranks, int nnodes) {
   const std::int64_t s = bytes.count();
-  if (s <= 0) return 0;
   const int m = std::max(1, nnodes);
   const Launch l = nccl_launch(p, Algo::tree, proto, bytes, nranks);
   const std::int64_t nc = l.channels;
   const std::int64_t nthreads = kernel_threads(Algo::tree, proto, l.threads);
-  std::int64_t chunk = 0, min_chunk = 0;
+  TreeChunk t{nc, 0, 0};
   switch (proto) {
     case Protocol::simple: {
       // enqueue.cc computeColl: one Simple step, halved for messages short of the tree's depth.
       const std::int64_t depth = nranks / m - 1 + log2i(m);
-      chunk = kSimpleStep;
-      while (s / (nc * chunk) < depth * 8 && chunk > 131072) chunk /= 2;
-      while (s / (nc * chunk) < depth * 4 && chunk > 65536) chunk /= 2;
-      while (s / (nc * chunk) < depth && chunk > 32768) chunk /= 2;
-      min_chunk = (nthreads - 2 * kWarp) * 64;
+      // From v2.20 the step is never halved (comm.tree_chunk_floor, 512 KiB by default).
+      const std::int64_t floor = p.tree_chunk_floor.count();
+      t.chunk = kSimpleStep;
+      while (s / (nc * t.chunk) < depth * 8 && t.chunk > std::max<std::int64_t>(131072, floor)) t.chunk /= 2;
+      while (s / (nc * t.chunk) < depth * 4 && t.chunk > std::max<std::int64_t>(65536, floor)) t.chunk /= 2;
+      while (s / (nc * t.chunk) < depth && t.chunk > std::max<std::int64_t>(32768, floor)) t.chunk /= 2;
+      t.min_chunk = (nthreads - 2 * kWarp) * 64;
       break;
     }
     case Protocol::ll:
-      chunk = kLlStepData;
-      min_chunk = nthreads * 8;
+      t.chunk = kLlStepData;
+      t.min_chunk = nthreads * 8;
       break;
     case Protocol::ll128: {
       // computeColl halves the step for short messages (nstepsLL128 = 1 + log2(nodes) + 0.1 ppn).
@@ -149,11 +150,19 @@ std::int64_t tree_busiest_channel_bytes(const CommParams& p, Protocol proto, Byt
       std::int64_t wire = kLl128StepWire;
       while (static_cast<double>(s / (nc * wire)) < steps * 64 / ppn && wire > 131072) wire /= 2;
       while (static_cast<double>(s / (nc * wire)) < steps * 16 / ppn && wire > 32768) wire /= 2;
-      chunk = wire * 15 / 16;
-      min_chunk = nthreads * kLl128Grain / 8;
+      t.chunk = wire * 15 / 16;
+      t.min_chunk = nthreads * kLl128Grain / 8;
       break;
     }
   }
+  return t;
+}
+
+std::int64_t tree_busiest_channel_bytes(const CommParams& p, Protocol proto, Bytes bytes, int nranks, int nnodes) {
+  const std::int64_t s = bytes.count();
+  if (s <= 0) return 0;
+  const TreeChunk t = tree_chunk(p, proto, bytes, nranks, nnodes);
+  const std::int64_t nc = t.channels, chunk = t.chunk, min_chunk = t.min_chunk;
   // all_reduce.h runTreeSplit: loops of nc x chunk, channel-major; a message shorter than one
   // loop is cut in pieces of whole minChunkSize units instead.
   const std::int64_t loop = nc * chunk;

@@ -35,6 +35,16 @@ std::int64_t step_data_bytes(Protocol proto);
 // Bytes the busiest ring edge of the busiest channel carries in a ring all-reduce, all-gather or
 // reduce-scatter of `bytes` (as nccl-tests counts it) over `nranks` ranks.
 std::int64_t ring_busiest_edge_bytes(const CommParams& p, CollOp op, Protocol proto, Bytes bytes, int nranks);
+// The chunk a tree all-reduce of `bytes` moves at a time on each of its channels (v2.18.5
+// enqueue.cc computeColl: Simple one step, halved while a channel holds fewer chunks than the
+// tree's depth allows; LL one step; LL128 one step, halved per nstepsLL128), with the channels
+// NCCL launches and all_reduce.h's smallest piece (minChunkSize).
+struct TreeChunk {
+  std::int64_t channels = 1;
+  std::int64_t chunk = 0;
+  std::int64_t min_chunk = 0;
+};
+TreeChunk tree_chunk(const CommParams& p, Protocol proto, Bytes bytes, int nranks, int nnodes);
 // Bytes the busiest channel of a tree all-reduce moves (runTreeSplit: channel-major pieces).
 std::int64_t tree_busiest_channel_bytes(const CommParams& p, Protocol proto, Bytes bytes, int nranks, int nnodes);
 // Bytes the busiest channel of a one-node NVLS all-reduce scatters (channel-major blocks of
