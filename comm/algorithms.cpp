@@ -223,10 +223,16 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   const auto trees = double_binary_tree(m);
   const double share = size.as_double() / 2.0 / nch;
   std::vector<hw::Path> groups;
+  struct Hop {
+    hw::Path path;
+    bool cross = false;
+  };
+  std::vector<std::vector<Hop>> hops;  // per group: its edges, for the pipeline's fill below
   auto add = [&](hw::Path& all, const hw::Path& p, bool cross) {
     Time& lat = cross ? inter_lat : intra_lat;
     lat = std::max(lat, router_.latency(p));
     append(all, p);
+    hops.back().push_back(Hop{p, cross});
   };
   for (int c = 0; c < nch; ++c) {
     const RingChannel& ch = channels[static_cast<std::size_t>(c)];
@@ -238,6 +244,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     const std::vector<int>& nic = ch.nic;
     for (int tr = 0; tr < 2; ++tr) {
       hw::Path all;
+      hops.emplace_back();
       for (std::size_t k = 0; k < chains.size(); ++k) {
         // The chain inside the node, up (reduce) and down (broadcast). With one node the second
         // tree runs the chain in the opposite order.
@@ -273,12 +280,64 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
       factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
     }
   }
-  Phase ph;
-  ph.what = "double binary tree all-reduce";
-  for (const auto& all : groups) ph.groups.push_back(FlowGroup{to_uses(all), scaled(share, factor), latency});
   // Fewer channels for small messages, and pieces that leave the first channels the most.
   const CommParams chp = channel_params(lay);
   plan.nccl_channels = chp.channels_used(Algo::tree, proto, size, plan.ranks);
+  // The pipeline's fill (v2.18.5 all_reduce.h runTreeSplit with ProtoSimple<1, 1>, and
+  // transport/net.cc sendProxyProgress). Each channel moves its data up the tree and down again
+  // in chunks (tree_chunk: one step, smaller for short messages). With Simple every rank
+  // forwards a chunk only once all of it has arrived, so a chunk crosses the critical path's
+  // hops one after another: the chain in the deepest node, the tree's network edges to the
+  // root, and back down. With LL and LL128 ranks forward each line as they read it, but the
+  // network proxy still sends a whole chunk at once, so each network hop holds one. Each hop's
+  // time for a chunk is the chunk at that hop's share of its links (the phase's load on them),
+  // counted here in bytes at the group's own bottleneck; as for chains, a used channel's fill
+  // is spread over the plan's groups as fill x used / groups. Not in NCCL's tuner.
+  std::vector<double> fill(groups.size(), 0.0);
+  {
+    std::map<std::uint32_t, double> load;
+    for (const auto& all : groups) {
+      for (LinkId l : all) load[l.value] += share;
+    }
+    auto seconds = [&](const hw::Path& p) {
+      double worst = 0;
+      for (LinkId l : p) worst = std::max(worst, load[l.value] / topo_.link(l).capacity().bytes_per_s());
+      return worst;
+    };
+    const TreeChunk tc = tree_chunk(chp, proto, size, plan.ranks, m);
+    const double piece = static_cast<double>(std::min(tc.chunk, tree_busiest_channel_bytes(chp, proto, size, plan.ranks, m)));
+    const double used = static_cast<double>(plan.nccl_channels);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const double bottleneck = seconds(groups[g]);
+      if (!(bottleneck > 0)) continue;
+      double slow_intra = 0, slow_net = 0;  // the slowest hop of each kind, as a fraction of the bottleneck
+      for (const auto& h : hops[g]) {
+        double& slowest = h.cross ? slow_net : slow_intra;
+        slowest = std::max(slowest, seconds(h.path) / bottleneck);
+      }
+      // Tree g % 2's depth in nodes: the longest way from a node to its root.
+      int depth = 0;
+      const auto& parent = trees[g % 2];
+      for (int k = 0; k < m; ++k) {
+        int d = 0;
+        for (int x = k; parent[static_cast<std::size_t>(x)] >= 0; x = parent[static_cast<std::size_t>(x)]) ++d;
+        depth = std::max(depth, d);
+      }
+      const double hop_units = proto == Protocol::simple ? std::max(0.0, 2.0 * (per_node - 1) * slow_intra + 2.0 * depth * slow_net - 1.0)
+                                                         : 2.0 * depth * slow_net;
+      fill[g] = hop_units * piece * used / static_cast<double>(groups.size());
+    }
+  }
+  Phase ph;
+  ph.what = "double binary tree all-reduce";
+  double bytes = 0, fills = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    bytes += share + fill[g];
+    fills += fill[g];
+    ph.groups.push_back(FlowGroup{to_uses(groups[g]), scaled(share + fill[g], factor), latency});
+  }
+  // The choice's key leaves the fill out, as NCCL's tuner does (as for chains).
+  if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
   cap_channels(ph, tree_split_fraction(chp, proto, size, plan.ranks, m));
   plan.phases.push_back(std::move(ph));
 }

@@ -591,7 +591,10 @@ TEST(PerChannelCaps, TreeAcrossNodesMovesAtGraphChannelsTimesNcclsRate) {
     const std::int64_t bytes = c.proto == Protocol::ll128 ? kWholeLoopsLl128 : std::int64_t{1073741824};
     const double S = static_cast<double>(bytes);
     const Plan p = f.plan(CollOp::allreduce, Bytes(bytes), Algo::tree, c.proto);
-    const double data = f.simulate(p) - p.phases.front().groups.front().latency.seconds();
+    // The message's own bytes, without the pipeline's fill (tuner_bytes_fraction: the share of
+    // the moved bytes that is data), move at the cap.
+    const double data = (f.simulate(p) - p.phases.front().groups.front().latency.seconds()) * p.tuner_bytes_fraction;
+    EXPECT_LT(p.tuner_bytes_fraction, 1.0);
     EXPECT_NEAR(S / data / GB, c.algbw_GBps, 0.002 * c.algbw_GBps) << c.nodes << " " << to_string(c.proto);
   }
 }
@@ -857,6 +860,22 @@ TEST(Metrics, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::broadcast, 8), 1.0);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollOp::sendrecv, 8), 1.0);
   EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 0.01), 100.0);
+}
+
+// A Simple tree all-reduce on one node of 8 GPUs is a chain up and down again: a 512 KiB chunk
+// crosses 2 x 7 hops one after another, 13 more than the data's own pass (all_reduce.h
+// runTreeSplit, ProtoSimple<1, 1>; from NCCL v2.20 a chunk is one step). Every hop shares the
+// same NVLink ports, so each takes the bottleneck's time: the plan moves 13 chunks per used
+// channel on top of the message, and the automatic choice's key leaves them out.
+TEST(TreeFill, SimpleChainOnOneNodeFillsInThirteenChunksPerChannel) {
+  Fixture f(cluster(hopper_node(), 1, hw::FabricKind::single_switch));
+  const double S = 1073741824.0;
+  const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::simple);
+  const double fill = 13.0 * 524288 * p.nccl_channels;
+  EXPECT_NEAR(p.tuner_bytes_fraction, S / (S + fill), 1e-9);
+  // LL and LL128 forward each line as it arrives: no fill inside a node.
+  const Plan ll = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::ll128);
+  EXPECT_DOUBLE_EQ(ll.tuner_bytes_fraction, 1.0);
 }
 
 }  // namespace
