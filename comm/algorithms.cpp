@@ -270,11 +270,11 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // NCCL's tuner caps a tree's bus bandwidth at graph channels x a rate per channel (and LL's at
   // its ceiling); a tree's algorithm bandwidth is half its bus bandwidth there (tuning.cc ratio
   // .5). Lower the protocol factor until the tree's algorithm bandwidth on idle links stays under.
+  std::map<std::uint32_t, double> load;  // bytes on each link from every group's share
+  for (const auto& all : groups) {
+    for (LinkId l : all) load[l.value] += share;
+  }
   if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) {
-    std::map<std::uint32_t, double> load;
-    for (const auto& all : groups) {
-      for (LinkId l : all) load[l.value] += share;
-    }
     if (const double worst = most_loaded_seconds(load); worst > 0) {
       const double algbw = size.as_double() / worst;  // bytes/s at factor 1
       factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
@@ -292,13 +292,22 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // network proxy still sends a whole chunk at once, so each network hop holds one. Each hop's
   // time for a chunk is the chunk at that hop's share of its links (the phase's load on them),
   // counted here in bytes at the group's own bottleneck; as for chains, a used channel's fill
-  // is spread over the plan's groups as fill x used / groups. Not in NCCL's tuner.
+  // is spread over the plan's groups as fill x (split x channels) / groups, where split is the
+  // fraction of the rate the channel pieces leave (cap_channels below): a channel's fill is its
+  // chunks crossing the hops, as long however many chunks its piece holds, so the rate the
+  // uneven split takes from the data must not take it from the fill again. Not in NCCL's tuner.
+  const double split = tree_split_fraction(chp, proto, size, plan.ranks, m);
+  std::vector<int> depth(2, 0);  // each tree's depth in nodes: the longest way from a node to its root
+  for (int tr = 0; tr < 2; ++tr) {
+    const auto& parent = trees[static_cast<std::size_t>(tr)];
+    for (int k = 0; k < m; ++k) {
+      int d = 0;
+      for (int x = k; parent[static_cast<std::size_t>(x)] >= 0; x = parent[static_cast<std::size_t>(x)]) ++d;
+      depth[static_cast<std::size_t>(tr)] = std::max(depth[static_cast<std::size_t>(tr)], d);
+    }
+  }
   std::vector<double> fill(groups.size(), 0.0);
   {
-    std::map<std::uint32_t, double> load;
-    for (const auto& all : groups) {
-      for (LinkId l : all) load[l.value] += share;
-    }
     auto seconds = [&](const hw::Path& p) {
       double worst = 0;
       for (LinkId l : p) worst = std::max(worst, load[l.value] / topo_.link(l).capacity().bytes_per_s());
@@ -306,7 +315,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     };
     const TreeChunk tc = tree_chunk(chp, proto, size, plan.ranks, m);
     const double piece = static_cast<double>(std::min(tc.chunk, tree_busiest_channel_bytes(chp, proto, size, plan.ranks, m)));
-    const double used = static_cast<double>(plan.nccl_channels);
+    const double carrying = split * std::max(1, chp.max_channels);  // NCCL channels' worth of rate the pieces leave
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const double bottleneck = seconds(groups[g]);
       if (!(bottleneck > 0)) continue;
@@ -315,17 +324,10 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
         double& slowest = h.cross ? slow_net : slow_intra;
         slowest = std::max(slowest, seconds(h.path) / bottleneck);
       }
-      // Tree g % 2's depth in nodes: the longest way from a node to its root.
-      int depth = 0;
-      const auto& parent = trees[g % 2];
-      for (int k = 0; k < m; ++k) {
-        int d = 0;
-        for (int x = k; parent[static_cast<std::size_t>(x)] >= 0; x = parent[static_cast<std::size_t>(x)]) ++d;
-        depth = std::max(depth, d);
-      }
-      const double hop_units = proto == Protocol::simple ? std::max(0.0, 2.0 * (per_node - 1) * slow_intra + 2.0 * depth * slow_net - 1.0)
-                                                         : 2.0 * depth * slow_net;
-      fill[g] = hop_units * piece * used / static_cast<double>(groups.size());
+      const double up = depth[g % 2];
+      const double hop_units = proto == Protocol::simple ? std::max(0.0, 2.0 * (per_node - 1) * slow_intra + 2.0 * up * slow_net - 1.0)
+                                                         : 2.0 * up * slow_net;
+      fill[g] = hop_units * piece * carrying / static_cast<double>(groups.size());
     }
   }
   Phase ph;
@@ -338,7 +340,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   }
   // The choice's key leaves the fill out, as NCCL's tuner does (as for chains).
   if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
-  cap_channels(ph, tree_split_fraction(chp, proto, size, plan.ranks, m));
+  cap_channels(ph, split);
   plan.phases.push_back(std::move(ph));
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <set>
 #include <string>
@@ -871,11 +872,33 @@ TEST(TreeFill, SimpleChainOnOneNodeFillsInThirteenChunksPerChannel) {
   Fixture f(cluster(hopper_node(), 1, hw::FabricKind::single_switch));
   const double S = 1073741824.0;
   const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::simple);
-  const double fill = 13.0 * 524288 * p.nccl_channels;
+  // 1 GiB is 2,048 steps of 512 KiB dealt channel-major over 24 channels: channels 0-7 move 86,
+  // the rest 85. The busiest channel's time is its 86 chunks plus 2 x 7 - 1 = 13 chunks of fill,
+  // so the fill is 13/86 of the message.
+  ASSERT_EQ(p.nccl_channels, 24);
+  const double fill = 13.0 * S / 86.0;
   EXPECT_NEAR(p.tuner_bytes_fraction, S / (S + fill), 1e-9);
   // LL and LL128 forward each line as it arrives: no fill inside a node.
   const Plan ll = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::ll128);
   EXPECT_DOUBLE_EQ(ll.tuner_bytes_fraction, 1.0);
+}
+
+// A larger message never finishes sooner (up to rounding: sizes whose busiest channel moves the
+// same pieces take the same time). The channel pieces slow a message that leaves some channels a
+// chunk more than others; that must not slow its fill as well (16 MiB on one node took longer
+// than 32 MiB when it did).
+TEST(TreeFill, TimeGrowsWithTheMessageOnOneAndTwoNodes) {
+  for (int nodes : {1, 2}) {
+    Fixture f(cluster(hopper_node(), nodes, nodes == 1 ? hw::FabricKind::single_switch : hw::FabricKind::fat_tree));
+    for (Protocol proto : {Protocol::simple, Protocol::ll128}) {
+      double last = 0;
+      for (std::int64_t s = 1 << 20; s <= (std::int64_t{1} << 30); s += s / 4) {
+        const double t = f.simulate(f.plan(CollOp::allreduce, Bytes(s), Algo::tree, proto));
+        EXPECT_GE(t, last * (1 - 1e-6)) << std::setprecision(9) << t << " < " << last << ", " << nodes << " node(s), " << to_string(proto) << ", " << s << " bytes";
+        last = t;
+      }
+    }
+  }
 }
 
 }  // namespace
