@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,7 +29,8 @@ struct LogTarget {
   const char* cluster;  // node preset (with `nodes`) or a cluster file under the repository
   std::optional<int> nodes;
   std::optional<int> gpus;  // when the log's rank lines list only some ranks
-  std::optional<comm::Algo> algo;
+  const char* algo = "auto";   // --algo as a user types it (NCCL_ALGO's syntax for a list)
+  const char* proto = "auto";  // --proto likewise
 };
 
 bool is_file(const char* cluster) { return std::string(cluster).find('/') != std::string::npos; }
@@ -38,7 +40,8 @@ std::string options(const LogTarget& t) {
   std::string o = fmt::format("--cluster {}", t.cluster);
   if (t.nodes && !is_file(t.cluster) && *t.nodes > 1) o += fmt::format(" --nodes {}", *t.nodes);
   if (t.gpus) o += fmt::format(" --gpus {}", *t.gpus);
-  if (t.algo) o += fmt::format(" --algo {}", comm::to_string(*t.algo));
+  if (std::string_view(t.algo) != "auto") o += fmt::format(" --algo {}", t.algo);
+  if (std::string_view(t.proto) != "auto") o += fmt::format(" --proto {}", t.proto);
   return "`" + o + "`";
 }
 
@@ -49,33 +52,33 @@ std::string cluster_path(const char* c) { return is_file(c) ? std::string(DTSIM_
 Status nccl_logs(const config::Registry& reg, Results& out) {
   const LogTarget targets[] = {
       {"nccl-tests-290-h100", "all_reduce_perf-1x-h100-default.log", "1 H100 node, NCCL's default (NVLS), `-g 8`", "dgx-h100", 1, std::nullopt,
-       std::nullopt},
+       "auto"},
       {"nccl-issue-1047-h100-reducescatter", "reduce_scatter_perf-1x-h100-ring.log", "1 H100 node, reduce-scatter, NCCL's ring", "dgx-h100", 1,
-       std::nullopt, std::nullopt},
+       std::nullopt, "auto"},
       {"coreweave-4x-a100-sharp-allreduce", "all_reduce_perf-4x-a100-ib-sharp.log", "4 HGX A100 nodes, HDR InfiniBand with SHARP (CoreWeave)",
-       "dgx-a100-80g", 4, 32, std::nullopt},
+       "dgx-a100-80g", 4, 32, "auto"},
       {"nccl-tests-119-a100-4nic", "all_reduce_perf-3x-a100-4nic-tail.log", "3 A100 40GB servers, 4 x HDR NICs each (six rows)",
-       "examples/clusters/a100-40g-4nic-3node.yaml", std::nullopt, std::nullopt, std::nullopt},
-      {"gcp-a3-mega-tcpxo-allreduce", "all_reduce_perf-2x-h100-a3mega-tcpxo.log", "2 Google Cloud A3 Mega VMs, 8 x 200 Gb/s GPUDirect-TCPXO",
-       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, std::nullopt},
+       "examples/clusters/a100-40g-4nic-3node.yaml", std::nullopt, std::nullopt, "auto"},
+      {"gcp-a3-mega-tcpxo-allreduce", "all_reduce_perf-2x-h100-a3mega-tcpxo.log", "2 Google Cloud A3 Mega VMs, 8 x 200 Gb/s GPUDirect-TCPXO, its profile's `NCCL_ALGO=Ring,Tree` `NCCL_PROTO=Simple`",
+       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, "ring,tree", "Simple"},
       {"nccl-tests-309-h100-ib-logs", "all_reduce_perf-2x-h100-ndr-xe9680.log", "2 HGX H100 servers, 8 x NDR each, NCCL 2.26.2, default", "dgx-h100", 2,
-       std::nullopt, std::nullopt},
-      {"nccl-tests-309-h100-ib-logs", "all_reduce_perf-4x-h100-ndr-vm.log", "the same servers as 4 VMs", "dgx-h100", 4, std::nullopt, std::nullopt},
+       std::nullopt, "auto"},
+      {"nccl-tests-309-h100-ib-logs", "all_reduce_perf-4x-h100-ndr-vm.log", "the same servers as 4 VMs", "dgx-h100", 4, std::nullopt, "auto"},
       {"nccl-tests-309-h100-ib400-scaling", "all_reduce_perf-2x-h100-ib400-default.log", "2 H100 nodes of an 8-node IB 400G cluster, default", "dgx-h100",
-       2, std::nullopt, std::nullopt},
+       2, std::nullopt, "auto"},
       {"nccl-tests-309-h100-ib400-scaling", "all_reduce_perf-4x-h100-ib400-default.log", "4 nodes of it, default", "dgx-h100", 4, std::nullopt,
-       std::nullopt},
+       "auto"},
       {"nccl-tests-309-h100-ib400-scaling", "all_reduce_perf-8x-h100-ib400-default.log", "all 8 nodes, default", "dgx-h100", 8, std::nullopt,
-       std::nullopt},
+       "auto"},
       {"nccl-tests-309-h100-ib400-scaling", "all_reduce_perf-8x-h100-ib400-minctas24.log", "all 8 nodes, `NCCL_MIN_CTAS=24` (benchmark tuning)",
-       "dgx-h100", 8, std::nullopt, std::nullopt},
+       "dgx-h100", 8, std::nullopt, "auto"},
       {"nccl-tests-309-h100-ib400-scaling", "all_reduce_perf-2x-h100-ib400-ring.log", "2 nodes, `NCCL_ALGO=Ring` with the same tuning", "dgx-h100", 2,
-       std::nullopt, comm::Algo::ring},
-      {"dstack-nebius-h100-ib", "all_reduce_perf-2x-h100-nebius.log", "2 Nebius H100 VMs, InfiniBand", "dgx-h100", 2, std::nullopt, std::nullopt},
+       std::nullopt, "ring"},
+      {"dstack-nebius-h100-ib", "all_reduce_perf-2x-h100-nebius.log", "2 Nebius H100 VMs, InfiniBand", "dgx-h100", 2, std::nullopt, "auto"},
       {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-default.log", "2 H100 nodes, NDR, default (a cluster its reporter found degraded)",
-       "dgx-h100", 2, std::nullopt, std::nullopt},
+       "dgx-h100", 2, std::nullopt, "auto"},
       {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-ring.log", "the same 2 nodes, `NCCL_ALGO=RING`", "dgx-h100", 2, std::nullopt,
-       comm::Algo::ring},
+       "ring"},
   };
   // Every constant of the registry: a log that fed any of them would be in-sample.
   std::vector<std::string> constants;
@@ -92,7 +95,9 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
     auto topo = hw::Topology::build(*spec);
     if (!topo) return topo.error();
     calibrate::LogCompareOptions opt;
-    opt.algo = t.algo;
+    auto choice = comm::parse_selection(t.algo, t.proto);
+    if (!choice) return Error(fmt::format("{}: --{}: {}", t.log, choice.error().field, choice.error().message));
+    opt.choice = *choice;
     opt.gpus = t.gpus;
     auto cmp = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *log, opt);
     if (!cmp) return Error(fmt::format("{}: {}", path, cmp.error().message));

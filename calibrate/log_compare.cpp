@@ -130,8 +130,7 @@ Expected<LogComparison> compare_log(const hw::Topology& topo, const comm::CommPa
     req.size = Bytes(row.bytes);
     req.ranks = ranks;
     req.root = std::clamp(row.root, 0, out.gpus - 1);
-    req.algo = opt.algo;
-    req.protocol = opt.protocol;
+    req.select(opt.choice);
     auto plan = planner.plan(req);
     if (!plan) return Error(fmt::format("{}:{}: {}", log.path, row.line, plan.error().message), plan.error().field);
     const Time t = comm::nccl_tests_iteration(comm::simulate_alone(topo, *plan, opt.sharing), out.gpus_per_thread, params);

@@ -39,8 +39,7 @@ struct LogComparison {
 };
 
 struct LogCompareOptions {
-  std::optional<comm::Algo> algo;          // nullopt: dtsim's choice (NCCL's default)
-  std::optional<comm::Protocol> protocol;  // likewise
+  comm::Selection choice;                  // empty: dtsim's choice (NCCL's default)
   std::optional<int> gpus;                 // nullopt: the log's rank count
   std::optional<int> gpus_per_thread;      // nullopt: the log's nGpus (1 when absent)
   std::optional<CollOp> op;                // which table of a multi-table log; nullopt: the first

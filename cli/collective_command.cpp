@@ -77,10 +77,9 @@ int list_params() {
 }
 
 calibrate::LogCompareOptions compare_options(const Options& o, const calibrate::NcclTestsLog& log, std::optional<CollOp> op,
-                                             std::optional<comm::Algo> algo, std::optional<comm::Protocol> proto) {
+                                             const comm::Selection& choice) {
   calibrate::LogCompareOptions opt;
-  opt.algo = algo;
-  opt.protocol = proto;
+  opt.choice = choice;
   opt.gpus = o.gpus;
   opt.gpus_per_thread = o.gpus_per_thread;
   opt.sharing = o.sharing;
@@ -145,16 +144,9 @@ int run(const Options& o) {
   std::vector<std::string> errors;
   const auto op = parse_coll_op(o.op);
   if (!op) errors.push_back(fmt::format("--op: unknown collective '{}' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv)", o.op));
-  std::optional<comm::Algo> algo;
-  if (o.algo != "auto") {
-    algo = comm::parse_algo(o.algo);
-    if (!algo) errors.push_back(fmt::format("--algo: unknown algorithm '{}' (ring, tree, nvls, hierarchical, direct, auto)", o.algo));
-  }
-  std::optional<comm::Protocol> proto;
-  if (o.proto != "auto") {
-    proto = comm::parse_protocol(o.proto);
-    if (!proto) errors.push_back(fmt::format("--proto: unknown protocol '{}' (LL, LL128, Simple, auto)", o.proto));
-  }
+  // One name runs that algorithm (hierarchical too); a list or '^' lets the tuner choose.
+  auto choice = comm::parse_selection(o.algo, o.proto);
+  if (!choice) errors.push_back("--" + choice.error().field + ": " + choice.error().message);
   const auto min = parse_bytes(o.min);
   if (!min) errors.push_back("--min: " + min.error().message);
   const auto max = parse_bytes(o.max);
@@ -216,7 +208,7 @@ int run(const Options& o) {
       return kExitBadInput;
     }
     log = std::move(*read);
-    compare_opt = compare_options(o, *log, op, algo, proto);
+    compare_opt = compare_options(o, *log, op, *choice);
     auto shape = calibrate::log_shape(*log, compare_opt);
     if (!shape) {
       print_error("--" + shape.error().field + ": " + shape.error().message);
@@ -298,8 +290,7 @@ int run(const Options& o) {
     req.size = bytes;
     req.ranks = ranks;
     req.root = o.root;
-    req.algo = algo;
-    req.protocol = proto;
+    req.select(*choice);
     req.fidelity = *fidelity;
     auto plan = planner.plan(req);
     if (!plan) {
@@ -346,8 +337,11 @@ void add_collective_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--gpus-per-node", o->gpus_per_node, "Use only the first G GPUs of every node");
   cmd->add_option("--gpus", o->gpus, "Use only the first N GPUs of the cluster (default: all)");
   cmd->add_option("--op", o->op, "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv")->capture_default_str();
-  cmd->add_option("--algo", o->algo, "ring, tree, nvls, hierarchical, direct, or auto (fastest, as NCCL's tuner)")->capture_default_str();
-  cmd->add_option("--proto", o->proto, "LL, LL128, Simple, or auto")->capture_default_str();
+  cmd->add_option("--algo", o->algo,
+                  "ring, tree, nvls, hierarchical, direct, or auto (fastest, as NCCL's tuner); a list (ring,tree) or ^list "
+                  "(^nvls) lets the tuner choose among those, as NCCL_ALGO does")
+      ->capture_default_str();
+  cmd->add_option("--proto", o->proto, "LL, LL128, Simple, or auto; a list or ^list as NCCL_PROTO")->capture_default_str();
   cmd->add_option("-b,--min", o->min, "Smallest size, e.g. 8, 1M (K/M/G = 1024-based, as nccl-tests)")->capture_default_str();
   cmd->add_option("-e,--max", o->max, "Largest size, e.g. 8G")->capture_default_str();
   cmd->add_option("-f,--factor", o->factor, "Multiply the size by this between rows")->capture_default_str();

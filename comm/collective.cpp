@@ -271,11 +271,13 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   const Layout lay = layout(req.ranks);
   const auto cands = candidates(req);
   std::vector<std::pair<Algo, Protocol>> chosen;
+  auto listed = [](const auto& list, auto v) { return std::find(list.begin(), list.end(), v) != list.end(); };
   for (const auto& [a, p] : cands) {
     // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
     // when asked for by name.
-    if (!req.algo && a == Algo::hierarchical) continue;
-    if ((!req.algo || *req.algo == a) && (!req.protocol || *req.protocol == p)) chosen.emplace_back(a, p);
+    const bool algo_ok = req.algo ? *req.algo == a : req.algos.empty() ? a != Algo::hierarchical : listed(req.algos, a);
+    const bool proto_ok = req.protocol ? *req.protocol == p : req.protocols.empty() || listed(req.protocols, p);
+    if (algo_ok && proto_ok) chosen.emplace_back(a, p);
   }
   // NCCL picks a peer-to-peer operation's protocol by each peer's bytes, not by its tuner: LL up
   // to NCCL_P2P_LL_THRESHOLD, else Simple (v2.18.5 enqueue.cc addP2pToPlan).
@@ -293,9 +295,15 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   if (chosen.empty()) {
     std::string valid;
     for (const auto& [a, p] : cands) valid += fmt::format("{}{}/{}", valid.empty() ? "" : ", ", to_string(a), to_string(p));
-    return Error(fmt::format("{}{}{} cannot run {} on these {} GPUs (possible: {})", req.algo ? to_string(*req.algo) : "any algorithm",
-                             req.protocol ? " with " : "", req.protocol ? to_string(*req.protocol) : "", to_string(req.op),
-                             req.ranks.size(), valid),
+    auto names = [](const auto& list) {
+      std::string out;
+      for (auto v : list) out += fmt::format("{}{}", out.empty() ? "" : ",", to_string(v));
+      return out;
+    };
+    const std::string algo = req.algo ? std::string(to_string(*req.algo)) : req.algos.empty() ? "any algorithm" : names(req.algos);
+    const std::string proto = req.protocol ? std::string(to_string(*req.protocol)) : names(req.protocols);
+    return Error(fmt::format("{}{}{} cannot run {} on these {} GPUs (possible: {})", algo, proto.empty() ? "" : " with ", proto,
+                             to_string(req.op), req.ranks.size(), valid),
                  "algo");
   }
   std::optional<Plan> best;

@@ -37,6 +37,17 @@ struct CollectiveRequest {
   int root = 0;                      // index into `ranks` (broadcast, reduce)
   std::optional<Algo> algo;          // nullopt: the fastest by the closed form, as NCCL's tuner
   std::optional<Protocol> protocol;  // nullopt: likewise
+  // Without `algo` (`protocol`), the tuner chooses among these only, as NCCL_ALGO and NCCL_PROTO
+  // lists make NCCL's choose; empty: among all of NCCL's (not `hierarchical`, which is Horovod's).
+  std::vector<Algo> algos;
+  std::vector<Protocol> protocols;
+
+  void select(const Selection& s) {
+    algo = s.algo;
+    protocol = s.protocol;
+    algos = s.algos;
+    protocols = s.protocols;
+  }
   Fidelity fidelity = Fidelity::coupled;
 };
 

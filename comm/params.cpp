@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -51,6 +52,94 @@ std::optional<Protocol> parse_protocol(std::string_view s) {
   if (s == "LL128" || s == "ll128") return Protocol::ll128;
   if (s == "Simple" || s == "simple") return Protocol::simple;
   return std::nullopt;
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The names of a list, '^' taken off; an empty name (",," or a trailing comma) is an error.
+Expected<std::pair<bool, std::vector<std::string>>> split_list(std::string_view s, std::string_view what) {
+  bool exclude = false;
+  if (!s.empty() && s.front() == '^') {
+    exclude = true;
+    s.remove_prefix(1);
+  }
+  std::vector<std::string> names;
+  while (true) {
+    const auto comma = s.find(',');
+    const std::string_view name = s.substr(0, comma);
+    if (name.empty()) return Error(fmt::format("an empty {} name in the list", what), std::string(what));
+    names.push_back(lower(name));
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return std::make_pair(exclude, std::move(names));
+}
+
+template <typename T, std::size_t N>
+Expected<std::vector<T>> pick(const T (&all)[N], std::string_view s, std::string_view what, std::string_view valid,
+                              const std::function<std::optional<T>(std::string_view)>& parse, const std::vector<T>& ncclset) {
+  auto split = split_list(s, what);
+  if (!split) return split.error();
+  const auto& list = *split;
+  std::vector<T> named;
+  for (const auto& name : list.second) {
+    const auto v = parse(name);
+    if (!v) return Error(fmt::format("unknown {} '{}' in '{}' ({})", what, name, s, valid), std::string(what));
+    named.push_back(*v);
+  }
+  std::vector<T> out;
+  for (T v : all) {
+    const bool in = std::find(named.begin(), named.end(), v) != named.end();
+    const bool nccl = std::find(ncclset.begin(), ncclset.end(), v) != ncclset.end();
+    if (list.first ? (nccl && !in) : in) out.push_back(v);
+  }
+  if (out.empty()) return Error(fmt::format("'{}' leaves no {}", s, what), std::string(what));
+  return out;
+}
+
+}  // namespace
+
+Expected<std::vector<Algo>> parse_algo_list(std::string_view s) {
+  auto one = [](std::string_view name) -> std::optional<Algo> {
+    if (name == "nvlstree") return Algo::nvls;
+    return parse_algo(name);
+  };
+  return pick<Algo>(kAllAlgos, s, "algorithm", "ring, tree, nvls, nvlstree, hierarchical, direct; a list; '^' leaves out", one,
+                    {Algo::ring, Algo::tree, Algo::nvls, Algo::direct});
+}
+
+Expected<std::vector<Protocol>> parse_protocol_list(std::string_view s) {
+  auto one = [](std::string_view name) -> std::optional<Protocol> {
+    if (name == "ll") return Protocol::ll;
+    if (name == "ll128") return Protocol::ll128;
+    if (name == "simple") return Protocol::simple;
+    return std::nullopt;
+  };
+  return pick<Protocol>(kAllProtocols, s, "protocol", "LL, LL128, Simple; a list; '^' leaves out", one,
+                        {Protocol::ll, Protocol::ll128, Protocol::simple});
+}
+
+Expected<Selection> parse_selection(std::string_view algo, std::string_view proto) {
+  Selection sel;
+  if (algo != "auto") {
+    auto list = parse_algo_list(algo);
+    if (!list) return Error(list.error().message, "algo");
+    if (list->size() == 1 && algo.front() != '^') sel.algo = list->front();
+    else sel.algos = std::move(*list);
+  }
+  if (proto != "auto") {
+    auto list = parse_protocol_list(proto);
+    if (!list) return Error(list.error().message, "proto");
+    if (list->size() == 1 && proto.front() != '^') sel.protocol = list->front();
+    else sel.protocols = std::move(*list);
+  }
+  return sel;
 }
 
 namespace {

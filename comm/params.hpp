@@ -27,6 +27,26 @@ std::string_view to_string(Protocol p);
 std::string_view to_string(Transport t);
 std::optional<Algo> parse_algo(std::string_view s);
 std::optional<Protocol> parse_protocol(std::string_view s);
+// NCCL_ALGO's and NCCL_PROTO's syntax (v2.18.5 tuning.cc parseList): names separated by commas,
+// in any case; a leading '^' leaves the named ones out of NCCL's own set (ring, tree, nvls and
+// direct; protocols LL, LL128, Simple). "NVLSTree" names nvls, which runs NCCL's NVLS tree across
+// nodes. Returns the allowed ones in kAllAlgos / kAllProtocols order; an error names the unknown
+// name, or says that the list leaves nothing.
+Expected<std::vector<Algo>> parse_algo_list(std::string_view s);
+Expected<std::vector<Protocol>> parse_protocol_list(std::string_view s);
+
+// Which algorithm and protocol a collective may run, as `--algo` and `--proto` say it: one by
+// name (`algo`, `protocol`), or the tuner's choice among a list (`algos`, `protocols`; empty:
+// among all of NCCL's).
+struct Selection {
+  std::optional<Algo> algo;
+  std::optional<Protocol> protocol;
+  std::vector<Algo> algos;
+  std::vector<Protocol> protocols;
+};
+// "auto", one name, a list or a '^' list for each (one name after '^' is still the tuner's
+// choice among what is left). Errors name the flag: field "algo" or "proto".
+Expected<Selection> parse_selection(std::string_view algo, std::string_view proto);
 
 // Latency of one algorithm/protocol pair: a fixed cost per call plus a cost per pipeline step,
 // by the transport of the step (NCCL's baseLat and hwLat tables).

@@ -174,6 +174,36 @@ TEST(Cli, ImpossibleAlgorithmSaysWhatWouldWork) {
   EXPECT_NE(r.out.find("--algo: nvls cannot run allreduce"), std::string::npos) << r.out;
 }
 
+// NCCL_ALGO's and NCCL_PROTO's lists: the tuner chooses among the named ones only. On two H100
+// nodes NCCL's default at 1 MiB is the NVLS tree; leaving NVLS out leaves ring or tree, and
+// naming Simple alone leaves its pairs.
+TEST(Cli, AlgorithmAndProtocolListsRestrictTheChoice) {
+  const Result def = run("collective --cluster dgx-h100 --nodes 2 --min 1M --max 1M");
+  ASSERT_EQ(def.code, 0) << def.out;
+  EXPECT_NE(def.out.find("nvls/Simple"), std::string::npos) << def.out;
+  const Result no_nvls = run("collective --cluster dgx-h100 --nodes 2 --min 1M --max 1M --algo ^NVLS");
+  ASSERT_EQ(no_nvls.code, 0) << no_nvls.out;
+  EXPECT_EQ(no_nvls.out.find("nvls/"), std::string::npos) << no_nvls.out;
+  const Result listed = run("collective --cluster dgx-h100 --nodes 2 --min 1M --max 1M --algo Ring,Tree --proto Simple");
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  EXPECT_TRUE(listed.out.find("ring/Simple") != std::string::npos || listed.out.find("tree/Simple") != std::string::npos) << listed.out;
+}
+
+TEST(Cli, BadAlgorithmListsAndParametersAreRejected) {
+  const Result empty = run("collective --cluster dgx-h100 --algo ring,,tree");
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.out.find("--algo: an empty algorithm name"), std::string::npos) << empty.out;
+  const Result none = run("collective --cluster dgx-h100 --proto ^LL,LL128,Simple");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.out.find("--proto: '^LL,LL128,Simple' leaves no protocol"), std::string::npos) << none.out;
+  const Result typo = run("collective --cluster dgx-h100 --algo ring,trea");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("--algo: unknown algorithm 'trea'"), std::string::npos) << typo.out;
+  const Result floor = run("collective --cluster dgx-h100 --set comm.tree_chunk_floor=-1K");
+  EXPECT_EQ(floor.code, 2);
+  EXPECT_NE(floor.out.find("tree_chunk_floor"), std::string::npos) << floor.out;
+}
+
 TEST(Cli, AbsurdSizesAreRejected) {
   const Result r = run("collective --cluster dgx-h100 --max 1P");
   EXPECT_EQ(r.code, 2);

@@ -883,6 +883,57 @@ TEST(TreeFill, SimpleChainOnOneNodeFillsInThirteenChunksPerChannel) {
   EXPECT_DOUBLE_EQ(ll.tuner_bytes_fraction, 1.0);
 }
 
+// NCCL_ALGO's syntax (v2.18.5 parseList): commas, any case, '^' for the complement of NCCL's own.
+TEST(Selection, ParsesNcclsListSyntax) {
+  const auto listed = parse_algo_list("Ring,TREE");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(*listed, (std::vector<Algo>{Algo::ring, Algo::tree}));
+  const auto rest = parse_algo_list("^nvls");
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(*rest, (std::vector<Algo>{Algo::ring, Algo::tree, Algo::direct}));  // hierarchical is not NCCL's
+  EXPECT_EQ(*parse_algo_list("NVLSTree"), std::vector<Algo>{Algo::nvls});
+  EXPECT_FALSE(parse_algo_list("ring,").ok());
+  EXPECT_FALSE(parse_algo_list("^ring,tree,nvls,direct").ok());
+  EXPECT_EQ(*parse_protocol_list("^ll"), (std::vector<Protocol>{Protocol::ll128, Protocol::simple}));
+  const auto one = parse_selection("tree", "auto");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->algo, Algo::tree);
+  EXPECT_TRUE(one->algos.empty());
+  const auto among = parse_selection("^ring,nvls,direct", "LL128,Simple");  // one left, still the tuner's
+  ASSERT_TRUE(among.ok());
+  EXPECT_FALSE(among->algo.has_value());
+  EXPECT_EQ(among->algos, std::vector<Algo>{Algo::tree});
+  EXPECT_EQ(among->protocols, (std::vector<Protocol>{Protocol::ll128, Protocol::simple}));
+  const auto bad = parse_selection("auto", "LL256");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "proto");
+}
+
+// The tuner's choice among a list is the fastest (by its key) of the listed pairs: never one left
+// out, and the same as the unrestricted choice when that one is listed.
+TEST(Selection, TheTunerChoosesAmongTheListedPairsOnly) {
+  Fixture f(cluster(hopper_node(), 2, hw::FabricKind::fat_tree));
+  for (std::int64_t s : {std::int64_t{1} << 16, std::int64_t{1} << 20, std::int64_t{1} << 26}) {
+    CollectiveRequest req;
+    req.size = Bytes(s);
+    for (int i = 0; i < f.topo.gpus(); ++i) req.ranks.push_back(i);
+    const auto free = f.planner.plan(req);
+    ASSERT_TRUE(free.ok());
+    req.algos = {Algo::ring, Algo::tree};
+    req.protocols = {Protocol::simple};
+    const auto listed = f.planner.plan(req);
+    ASSERT_TRUE(listed.ok());
+    EXPECT_NE(listed->algo, Algo::nvls);
+    EXPECT_EQ(listed->protocol, Protocol::simple);
+    req.algos = {free->algo};
+    req.protocols = {free->protocol, Protocol::ll};
+    const auto same = f.planner.plan(req);
+    ASSERT_TRUE(same.ok());
+    EXPECT_EQ(same->algo, free->algo);
+    EXPECT_EQ(same->protocol, free->protocol);
+  }
+}
+
 // A larger message never finishes sooner (up to rounding: sizes whose busiest channel moves the
 // same pieces take the same time). The channel pieces slow a message that leaves some channels a
 // chunk more than others; that must not slow its fill as well (16 MiB on one node took longer
