@@ -276,7 +276,10 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
     // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
     // when asked for by name.
     const bool algo_ok = req.algo ? *req.algo == a : req.algos.empty() ? a != Algo::hierarchical : listed(req.algos, a);
-    const bool proto_ok = req.protocol ? *req.protocol == p : req.protocols.empty() || listed(req.protocols, p);
+    // A peer-to-peer operation's protocol is NCCL's size rule (below), whatever NCCL_PROTO lists;
+    // only one protocol named outright overrides it.
+    const bool p2p = req.op == CollOp::alltoall || req.op == CollOp::sendrecv;
+    const bool proto_ok = req.protocol ? *req.protocol == p : p2p || req.protocols.empty() || listed(req.protocols, p);
     if (algo_ok && proto_ok) chosen.emplace_back(a, p);
   }
   // NCCL picks a peer-to-peer operation's protocol by each peer's bytes, not by its tuner: LL up

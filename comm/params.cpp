@@ -69,6 +69,7 @@ Expected<std::pair<bool, std::vector<std::string>>> split_list(std::string_view 
     exclude = true;
     s.remove_prefix(1);
   }
+  if (s.empty()) return Error(fmt::format("no {} named (an empty value)", what), std::string(what));
   std::vector<std::string> names;
   while (true) {
     const auto comma = s.find(',');
@@ -110,7 +111,7 @@ Expected<std::vector<Algo>> parse_algo_list(std::string_view s) {
     if (name == "nvlstree") return Algo::nvls;
     return parse_algo(name);
   };
-  return pick<Algo>(kAllAlgos, s, "algorithm", "ring, tree, nvls, nvlstree, hierarchical, direct; a list; '^' leaves out", one,
+  return pick<Algo>(kAllAlgos, s, "algorithm", "ring, tree, nvls, nvlstree, hierarchical, direct, or auto; a list; '^' leaves out", one,
                     {Algo::ring, Algo::tree, Algo::nvls, Algo::direct});
 }
 
@@ -121,19 +122,19 @@ Expected<std::vector<Protocol>> parse_protocol_list(std::string_view s) {
     if (name == "simple") return Protocol::simple;
     return std::nullopt;
   };
-  return pick<Protocol>(kAllProtocols, s, "protocol", "LL, LL128, Simple; a list; '^' leaves out", one,
+  return pick<Protocol>(kAllProtocols, s, "protocol", "LL, LL128, Simple, or auto; a list; '^' leaves out", one,
                         {Protocol::ll, Protocol::ll128, Protocol::simple});
 }
 
 Expected<Selection> parse_selection(std::string_view algo, std::string_view proto) {
   Selection sel;
-  if (algo != "auto") {
+  if (lower(algo) != "auto") {
     auto list = parse_algo_list(algo);
     if (!list) return Error(list.error().message, "algo");
     if (list->size() == 1 && algo.front() != '^') sel.algo = list->front();
     else sel.algos = std::move(*list);
   }
-  if (proto != "auto") {
+  if (lower(proto) != "auto") {
     auto list = parse_protocol_list(proto);
     if (!list) return Error(list.error().message, "proto");
     if (list->size() == 1 && proto.front() != '^') sel.protocol = list->front();

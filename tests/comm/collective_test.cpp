@@ -907,6 +907,32 @@ TEST(Selection, ParsesNcclsListSyntax) {
   const auto bad = parse_selection("auto", "LL256");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().field, "proto");
+  const auto any = parse_selection("AUTO", "Auto");
+  ASSERT_TRUE(any.ok());
+  EXPECT_FALSE(any->algo || any->protocol || !any->algos.empty() || !any->protocols.empty());
+  for (const char* empty : {"", "^"}) {
+    const auto e = parse_algo_list(empty);
+    ASSERT_FALSE(e.ok()) << empty;
+    EXPECT_NE(e.error().message.find("empty value"), std::string::npos) << e.error().message;
+  }
+}
+
+// All-to-all keeps NCCL's protocol rule by size (LL up to p2p_ll_threshold, else Simple) whatever
+// a protocol list says, as NCCL's peer-to-peer path ignores NCCL_PROTO.
+TEST(Selection, PeerToPeerKeepsItsSizeRuleUnderAProtocolList) {
+  Fixture f(cluster(hopper_node(), 1, hw::FabricKind::single_switch));
+  CollectiveRequest req;
+  req.op = CollOp::alltoall;
+  for (int i = 0; i < f.topo.gpus(); ++i) req.ranks.push_back(i);
+  req.protocols = {Protocol::ll128, Protocol::simple};
+  req.size = Bytes(8 * 1024);  // 1 KiB per peer: LL
+  const auto small = f.planner.plan(req);
+  ASSERT_TRUE(small.ok()) << small.error().to_string();
+  EXPECT_EQ(small->protocol, Protocol::ll);
+  req.size = Bytes(std::int64_t{1} << 30);
+  const auto large = f.planner.plan(req);
+  ASSERT_TRUE(large.ok()) << large.error().to_string();
+  EXPECT_EQ(large->protocol, Protocol::simple);
 }
 
 // The tuner's choice among a list is the fastest (by its key) of the listed pairs: never one left

@@ -1,8 +1,10 @@
 // Properties of the collective model on the bundled node presets: for every algorithm/protocol
-// pair a preset can run, a larger message never finishes much sooner. Sizes whose busiest channel
-// moves the same pieces, or that open more channels, may take a little less (NCCL's own curves
-// dip there too); a large drop means a mechanism counted twice or not at all, as the tree's
-// pipeline fill once did (16 MiB on one A100 node 2.6 ms, 32 MiB 2.1 ms).
+// pair a preset can run, for every collective, a message twice as large never finishes much
+// sooner. Some sizes do take less: where NCCL's launch rule opens more channels, a channel's
+// piece, rounded to whole units, can shrink (a tree Simple message below 1 MiB takes up to a third
+// less at 10% more bytes); at doubling steps this stays within a few percent. A large drop means
+// a mechanism counted twice or not at all, as the tree's pipeline fill once did (16 MiB on one
+// A100 node 2.6 ms, 32 MiB 2.1 ms).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -37,8 +39,9 @@ TEST(CollectiveProperties, ALargerMessageNeverFinishesMuchSooner) {
       comm::Planner planner(*topo, router, comm::CommParams::nccl_defaults());
       std::vector<int> ranks;
       for (int i = 0; i < topo->gpus(); ++i) ranks.push_back(i);
-      for (CollOp op : {CollOp::allreduce, CollOp::allgather, CollOp::broadcast}) {
-        for (comm::Algo algo : {comm::Algo::ring, comm::Algo::tree, comm::Algo::nvls}) {
+      for (CollOp op : {CollOp::allreduce, CollOp::allgather, CollOp::reducescatter, CollOp::broadcast, CollOp::reduce, CollOp::alltoall,
+                        CollOp::sendrecv}) {
+        for (comm::Algo algo : comm::kAllAlgos) {
           for (comm::Protocol proto : comm::kAllProtocols) {
             double last = 0;
             std::int64_t last_size = 0;
@@ -51,7 +54,7 @@ TEST(CollectiveProperties, ALargerMessageNeverFinishesMuchSooner) {
               req.algo = algo;
               req.protocol = proto;
               const auto plan = planner.plan(req);
-              if (!plan.ok()) break;  // the pair does not run here (NVLS without NVSwitch, a tree gather)
+              if (!plan.ok()) break;  // the pair does not run here (NVLS without NVSwitch, a tree all-gather)
               runs = true;
               const double t = comm::simulate_alone(*topo, *plan).seconds();
               EXPECT_GE(t, last * (1 - kTolerance))
@@ -66,7 +69,7 @@ TEST(CollectiveProperties, ALargerMessageNeverFinishesMuchSooner) {
       }
     }
   }
-  EXPECT_GE(curves, 60) << curves;  // the sweep reached most pairs
+  EXPECT_GE(curves, 200) << curves;  // the sweep reached the pairs that run (not a model output)
 }
 
 }  // namespace
