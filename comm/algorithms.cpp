@@ -72,7 +72,17 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   // ring moves at (even share over all channels) / (busiest channel's edge) of its rate.
   // NCCL's channel count on this communicator (channel_params) sets both.
   const CommParams chp = channel_params(lay);
-  const double used = ring_split_fraction(chp, op, proto, size, n);
+  double used = ring_split_fraction(chp, op, proto, size, n);
+  if (proto == Protocol::ll && multinode) {
+    // Across nodes LL's ceiling bounds every channel together, not each one's share of it.
+    std::map<std::uint32_t, double> load;
+    for (const auto& ch : paths) {
+      for (const auto& p : ch) {
+        for (LinkId l : p) load[l.value] += per_edge;
+      }
+    }
+    if (const double worst = most_loaded_seconds(load); worst > 0) used = ll_split_fraction(lay, used, factor * per_edge * nch / worst / 1e9);
+  }
   plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
@@ -202,7 +212,16 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // The choice's key leaves the fill out, as NCCL's tuner does: the bytes without it over the
   // bytes with it (exact where the groups share their bottleneck, as a node's channels do).
   if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
-  cap_channels(ph, used / std::max(1, chp.max_channels));
+  double fraction = used / std::max(1, chp.max_channels);
+  if (proto == Protocol::ll && multinode) {
+    // As for rings: LL's ceiling across nodes is every channel's together.
+    std::map<std::uint32_t, double> load;
+    for (const Chain& ch : chains) {
+      for (LinkId l : ch.path) load[l.value] += share;
+    }
+    if (const double worst = most_loaded_seconds(load); worst > 0) fraction = ll_split_fraction(lay, fraction, factor * share * nch / worst / 1e9);
+  }
+  cap_channels(ph, fraction);
   plan.phases.push_back(std::move(ph));
 }
 
@@ -274,11 +293,11 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   for (const auto& all : groups) {
     for (LinkId l : all) load[l.value] += share;
   }
-  if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) {
-    if (const double worst = most_loaded_seconds(load); worst > 0) {
-      const double algbw = size.as_double() / worst;  // bytes/s at factor 1
-      factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
-    }
+  double busbw_GBps = 0;  // on idle links at the factor: twice the algorithm bandwidth (tuning.cc ratio .5)
+  if (const double worst = most_loaded_seconds(load); worst > 0) {
+    const double algbw = size.as_double() / worst;  // bytes/s at factor 1
+    if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
+    busbw_GBps = 2 * factor * algbw / 1e9;
   }
   // Fewer channels for small messages, and pieces that leave the first channels the most.
   const CommParams chp = channel_params(lay);
@@ -296,7 +315,8 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // fraction of the rate the channel pieces leave (cap_channels below): a channel's fill is its
   // chunks crossing the hops, as long however many chunks its piece holds, so the rate the
   // uneven split takes from the data must not take it from the fill again. Not in NCCL's tuner.
-  const double split = tree_split_fraction(chp, proto, size, plan.ranks, m);
+  const double pieces = tree_split_fraction(chp, proto, size, plan.ranks, m);
+  const double split = proto == Protocol::ll ? ll_split_fraction(lay, pieces, busbw_GBps) : pieces;
   std::vector<int> depth(2, 0);  // each tree's depth in nodes: the longest way from a node to its root
   for (int tr = 0; tr < 2; ++tr) {
     const auto& parent = trees[static_cast<std::size_t>(tr)];
@@ -315,7 +335,9 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     };
     const TreeChunk tc = tree_chunk(chp, proto, size, plan.ranks, m);
     const double piece = static_cast<double>(std::min(tc.chunk, tree_busiest_channel_bytes(chp, proto, size, plan.ranks, m)));
-    const double carrying = split * std::max(1, chp.max_channels);  // NCCL channels' worth of rate the pieces leave
+    // NCCL channels' worth of the pieces' rate; under LL's relieved ceiling each channel runs
+    // split / pieces times faster, its fill too.
+    const double carrying = pieces * std::max(1, chp.max_channels);
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const double bottleneck = seconds(groups[g]);
       if (!(bottleneck > 0)) continue;

@@ -94,6 +94,13 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
   return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
 }
 
+double Planner::ll_split_fraction(const Layout& lay, double split, double busbw_GBps) const {
+  if (lay.nodes.size() <= 1 || !(busbw_GBps > 0)) return split;
+  const double per_block = params_.ll_max_busbw_GBps / std::max(1, params_.max_channels);
+  const double channels = std::max(1, channel_params(lay).max_channels);
+  return std::clamp(split * channels * per_block / busbw_GBps, split, 1.0);
+}
+
 bool Planner::ll128_by_default(const Layout& lay) const {
   // v2.18.5 tuning.cc: "Enable LL128 by default only on Volta/Ampere/Hopper+NVLink. Other cases
   // are not tested and may cause silent data corruption." Every GPU of compute capability 7.0,

@@ -124,6 +124,12 @@ class Planner {
   Time step_latency(Algo a, Protocol p, Transport t, const Layout& lay) const;
   hw::CpuVendor host_vendor(const Layout& lay) const;
   double ll_max_busbw_GBps(const Layout& lay) const;
+  // The fraction of its rate an LL collective on fewer channels runs at, from `split` (its channel
+  // pieces' fraction) and `busbw_GBps` (its bus bandwidth on idle links on every channel, under
+  // LL's ceiling). Across nodes the ceiling bounds all channels together, and each channel alone
+  // runs at most at one thread block's LL rate (the one-node ceiling over its channels): the
+  // fraction is split x channels x that rate / busbw, between split and 1. On one node, split.
+  double ll_split_fraction(const Layout& lay, double split, double busbw_GBps) const;
   double bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const;
   // The model's parameters with max_channels set to the channels NCCL opens for rings and trees
   // on this communicator (comm->nChannels): comm.max_channels on one node; across nodes NCCL
