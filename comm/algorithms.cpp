@@ -59,30 +59,23 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
       else intra_lat = std::max(intra_lat, path_lat);
     }
   }
-  factor = ring_tuner_factor(lay, proto, n, m, factor, per_edge * nch, [&](std::map<std::uint32_t, double>& load) {
+  const TunerFactor tuned = ring_tuner_factor(lay, proto, n, m, factor, per_edge * nch, [&](std::map<std::uint32_t, double>& load) {
     for (const auto& ch : paths) {
       for (const auto& p : ch) {
         for (LinkId l : p) load[l.value] += per_edge;
       }
     }
   });
+  factor = tuned.factor;
 
   // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo), and its kernel
   // cuts the message in pieces that leave some channels more than others (comm/split.hpp): the
   // ring moves at (even share over all channels) / (busiest channel's edge) of its rate.
   // NCCL's channel count on this communicator (channel_params) sets both.
   const CommParams chp = channel_params(lay);
-  double used = ring_split_fraction(chp, op, proto, size, n);
-  if (proto == Protocol::ll && multinode) {
-    // Across nodes LL's ceiling bounds every channel together, not each one's share of it.
-    std::map<std::uint32_t, double> load;
-    for (const auto& ch : paths) {
-      for (const auto& p : ch) {
-        for (LinkId l : p) load[l.value] += per_edge;
-      }
-    }
-    if (const double worst = most_loaded_seconds(load); worst > 0) used = ll_split_fraction(lay, used, factor * per_edge * nch / worst / 1e9);
-  }
+  // Across nodes LL's ceiling bounds every channel together, not each one's share of it.
+  const double pieces = ring_split_fraction(chp, op, proto, size, n);
+  const double used = proto == Protocol::ll ? ll_split_fraction(lay, pieces, tuned.busbw_GBps) : pieces;
   plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
@@ -180,11 +173,12 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   }
   // NCCL's tuner refinements and caps, as for the ring. Every edge of a chain carries its
   // channel's whole share, so a broadcast's bus bandwidth is its algorithm's.
-  factor = ring_tuner_factor(lay, proto, n, m, factor, size.as_double(), [&](std::map<std::uint32_t, double>& load) {
+  const TunerFactor tuned = ring_tuner_factor(lay, proto, n, m, factor, size.as_double(), [&](std::map<std::uint32_t, double>& load) {
     for (const Chain& ch : chains) {
       for (LinkId l : ch.path) load[l.value] += share;
     }
   });
+  factor = tuned.factor;
   // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
   // with Simple a rank forwards a chunk (one 512 KiB step, or its channel's share of a smaller
   // message) only once all of it has arrived and its flag is posted (prims_simple.h: one slice
@@ -212,16 +206,9 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // The choice's key leaves the fill out, as NCCL's tuner does: the bytes without it over the
   // bytes with it (exact where the groups share their bottleneck, as a node's channels do).
   if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
-  double fraction = used / std::max(1, chp.max_channels);
-  if (proto == Protocol::ll && multinode) {
-    // As for rings: LL's ceiling across nodes is every channel's together.
-    std::map<std::uint32_t, double> load;
-    for (const Chain& ch : chains) {
-      for (LinkId l : ch.path) load[l.value] += share;
-    }
-    if (const double worst = most_loaded_seconds(load); worst > 0) fraction = ll_split_fraction(lay, fraction, factor * share * nch / worst / 1e9);
-  }
-  cap_channels(ph, fraction);
+  // As for rings: LL's ceiling across nodes is every channel's together.
+  const double pieces = used / std::max(1, chp.max_channels);
+  cap_channels(ph, proto == Protocol::ll ? ll_split_fraction(lay, pieces, tuned.busbw_GBps) : pieces);
   plan.phases.push_back(std::move(ph));
 }
 

@@ -181,8 +181,8 @@ double Planner::tuner_cap_GBps(const Layout& lay, Algo a, Protocol p) const {
   return kNone;
 }
 
-double Planner::ring_tuner_factor(const Layout& lay, Protocol proto, int n, int m, double factor, double bus_bytes,
-                                  const std::function<void(std::map<std::uint32_t, double>&)>& add_load) const {
+Planner::TunerFactor Planner::ring_tuner_factor(const Layout& lay, Protocol proto, int n, int m, double factor, double bus_bytes,
+                                                const std::function<void(std::map<std::uint32_t, double>&)>& add_load) const {
   // NCCL's tuner: a ring of fewer than 2 GPUs per node runs LL128 at .7 (each GPU sends and
   // receives through its NIC), and caps the bus bandwidth of LL (llMaxBws; across nodes by the
   // host CPU) and of LL128 (graph channels x perChMaxRingLL128Bws): lower the protocol factor
@@ -191,9 +191,12 @@ double Planner::ring_tuner_factor(const Layout& lay, Protocol proto, int n, int 
   if (const double cap = tuner_cap_GBps(lay, Algo::ring, proto); std::isfinite(cap)) {
     std::map<std::uint32_t, double> load;
     add_load(load);
-    if (const double worst = most_loaded_seconds(load); worst > 0) factor = std::min(factor, cap * 1e9 / (bus_bytes / worst));
+    if (const double worst = most_loaded_seconds(load); worst > 0) {
+      factor = std::min(factor, cap * 1e9 / (bus_bytes / worst));
+      return TunerFactor{factor, factor * bus_bytes / worst / 1e9};
+    }
   }
-  return factor;
+  return TunerFactor{factor, 0};
 }
 
 double Planner::most_loaded_seconds(const std::map<std::uint32_t, double>& load) const {

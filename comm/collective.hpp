@@ -150,9 +150,14 @@ class Planner {
   // A ring protocol's bandwidth factor after NCCL's tuner refinements for a ring or chain of n
   // ranks on m nodes: LL128 at .7 with fewer than 2 GPUs per node, and the bus bandwidth held under
   // tuner_cap_GBps. `add_load` adds the ring's bytes per link at factor 1 (called only where a cap
-  // applies); `bus_bytes` is what one busbw second moves (bytes / the busbw ratio).
-  double ring_tuner_factor(const Layout& lay, Protocol proto, int n, int m, double factor, double bus_bytes,
-                           const std::function<void(std::map<std::uint32_t, double>&)>& add_load) const;
+  // applies); `bus_bytes` is what one busbw second moves (bytes / the busbw ratio). Also the bus
+  // bandwidth on idle links at that factor, where a cap applies (else 0), for ll_split_fraction.
+  struct TunerFactor {
+    double factor = 1.0;
+    double busbw_GBps = 0;
+  };
+  TunerFactor ring_tuner_factor(const Layout& lay, Protocol proto, int n, int m, double factor, double bus_bytes,
+                                const std::function<void(std::map<std::uint32_t, double>&)>& add_load) const;
   // Seconds the most loaded link needs for `load` (bytes by link) on otherwise idle links.
   double most_loaded_seconds(const std::map<std::uint32_t, double>& load) const;
 

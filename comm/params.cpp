@@ -116,13 +116,7 @@ Expected<std::vector<Algo>> parse_algo_list(std::string_view s) {
 }
 
 Expected<std::vector<Protocol>> parse_protocol_list(std::string_view s) {
-  auto one = [](std::string_view name) -> std::optional<Protocol> {
-    if (name == "ll") return Protocol::ll;
-    if (name == "ll128") return Protocol::ll128;
-    if (name == "simple") return Protocol::simple;
-    return std::nullopt;
-  };
-  return pick<Protocol>(kAllProtocols, s, "protocol", "LL, LL128, Simple, or auto; a list; '^' leaves out", one,
+  return pick<Protocol>(kAllProtocols, s, "protocol", "LL, LL128, Simple, or auto; a list; '^' leaves out", parse_protocol,
                         {Protocol::ll, Protocol::ll128, Protocol::simple});
 }
 
