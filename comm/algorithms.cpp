@@ -191,7 +191,9 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // nch groups carries size / nch at used / max_channels of its rate (below), so a used
   // channel's fill is spread over them as fill x used / nch.
   const double piece = proto == Protocol::simple ? params_.pipeline_chunk.as_double() : static_cast<double>(step_data_bytes(proto));
-  const double per_hop = std::min(size.as_double() / used, piece) * used / nch;
+  const double chain_pieces = used / std::max(1, chp.max_channels);
+  const double fill_scale = proto == Protocol::ll ? ll_fill_scale(lay, chain_pieces, tuned.busbw_GBps) : 1.0;
+  const double per_hop = std::min(size.as_double() / used, piece) * used / nch * fill_scale;
   const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
@@ -207,8 +209,7 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // bytes with it (exact where the groups share their bottleneck, as a node's channels do).
   if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
   // As for rings: LL's ceiling across nodes is every channel's together.
-  const double pieces = used / std::max(1, chp.max_channels);
-  cap_channels(ph, proto == Protocol::ll ? ll_split_fraction(lay, pieces, tuned.busbw_GBps) : pieces);
+  cap_channels(ph, proto == Protocol::ll ? ll_split_fraction(lay, chain_pieces, tuned.busbw_GBps) : chain_pieces);
   plan.phases.push_back(std::move(ph));
 }
 
@@ -325,6 +326,9 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     // NCCL channels' worth of the pieces' rate; under LL's relieved ceiling each channel runs
     // split / pieces times faster, its fill too.
     const double carrying = pieces * std::max(1, chp.max_channels);
+    // Where LL's ceiling binds all channels together, a chunk still crosses a hop at one thread
+    // block's LL rate (ll_fill_scale).
+    const double fill_scale = proto == Protocol::ll ? ll_fill_scale(lay, pieces, busbw_GBps) : 1.0;
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const double bottleneck = seconds(groups[g]);
       if (!(bottleneck > 0)) continue;
@@ -336,7 +340,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
       const double up = depth[g % 2];
       const double hop_units = proto == Protocol::simple ? std::max(0.0, 2.0 * (per_node - 1) * slow_intra + 2.0 * up * slow_net - 1.0)
                                                          : 2.0 * up * slow_net;
-      fill[g] = hop_units * piece * carrying / static_cast<double>(groups.size());
+      fill[g] = hop_units * piece * carrying * fill_scale / static_cast<double>(groups.size());
     }
   }
   Phase ph;

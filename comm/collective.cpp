@@ -101,6 +101,14 @@ double Planner::ll_split_fraction(const Layout& lay, double split, double busbw_
   return std::clamp(split * channels * per_block / busbw_GBps, split, 1.0);
 }
 
+double Planner::ll_fill_scale(const Layout& lay, double split, double busbw_GBps) const {
+  if (lay.nodes.size() <= 1 || !(busbw_GBps > 0)) return 1.0;
+  const double per_block = params_.ll_max_busbw_GBps / std::max(1, params_.max_channels);
+  const double channels = std::max(1, channel_params(lay).max_channels);
+  const double relieved = split * channels * per_block / busbw_GBps;
+  return relieved > 1.0 ? 1.0 / relieved : 1.0;
+}
+
 bool Planner::ll128_by_default(const Layout& lay) const {
   // v2.18.5 tuning.cc: "Enable LL128 by default only on Volta/Ampere/Hopper+NVLink. Other cases
   // are not tested and may cause silent data corruption." Every GPU of compute capability 7.0,

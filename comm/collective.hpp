@@ -130,6 +130,11 @@ class Planner {
   // runs at most at one thread block's LL rate (the one-node ceiling over its channels): the
   // fraction is split x channels x that rate / busbw, between split and 1. On one node, split.
   double ll_split_fraction(const Layout& lay, double split, double busbw_GBps) const;
+  // What a pipeline's fill (chunks crossing network hops one after another) is multiplied by
+  // under LL across nodes: where the ceiling binds all channels together (ll_split_fraction at 1)
+  // each channel's first chunks still cross a hop at one thread block's LL rate, so the fill is
+  // 1 / (split x channels x that rate / busbw) of what the shared ceiling gives it; else 1.
+  double ll_fill_scale(const Layout& lay, double split, double busbw_GBps) const;
   double bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const;
   // The model's parameters with max_channels set to the channels NCCL opens for rings and trees
   // on this communicator (comm->nChannels): comm.max_channels on one node; across nodes NCCL
