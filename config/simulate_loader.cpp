@@ -389,6 +389,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       p.tp_overlap = *v;
     }
     if (auto v = pr->boolean("overlap_param_gather")) p.overlap_param_gather = *v;
+    if (auto v = pr->boolean("overlap_p2p")) p.overlap_p2p = *v;
     if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
                             "ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server")) {
       p.dp_impl = *v;
@@ -538,6 +539,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
                                            {"update_bandwidth", to_string(p.parameter_server.update_bandwidth)}}}};
   if (p.cp > 1 || p.cp_comm != workloads::CpComm::p2p) res["parallel"]["cp_comm"] = std::string(workloads::to_string(p.cp_comm));
   if (p.overlap_param_gather) res["parallel"]["overlap_param_gather"] = true;
+  if (p.overlap_p2p) res["parallel"]["overlap_p2p"] = true;
   if (p.tp > 1) res["parallel"]["tp_overlap"] = std::string(workloads::to_string(p.tp_overlap));
   if (p.split != workloads::PipelineSplit::even) res["parallel"]["pipeline_split"] = std::string(workloads::to_string(p.split));
   if (t.data) {

@@ -127,6 +127,22 @@ void Engine::advance(Executor& e) {
         Executor& target = exec(to_stage, e.replica);
         const Collective& c = flows_.p2p(e.stage, to_stage, e.replica, Bytes(static_cast<I>(graph_.act_msg_bytes)));
         const int mb = in.a;
+        if (in_.parallel.overlap_p2p) {
+          // Megatron-Core's overlap_p2p_comm (schedules.py, interleaved 1F1B): the send is issued
+          // with the next receive and waited for only before the next send, so the schedule goes
+          // on with the next chunk while it travels; NCCL's send kernel slows the compute beside
+          // it like any overlapped collective (change_background). The receiver still waits.
+          change_background(e, +1);
+          launch(c, [this, &e, &target, fwd, mb, to_vs, start = sim_.now()] {
+            if (e.record) {
+              record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
+                     fmt::format("{} per rank pair to stage {}, overlapped", to_string(Bytes(static_cast<I>(graph_.act_msg_bytes))), stage_of_vs(to_vs)));
+            }
+            deliver(target, fwd ? OpKind::recv_act : OpKind::recv_grad, mb, to_vs, start);
+            change_background(e, -1);
+          });
+          break;
+        }
         // Blocking, as Megatron-LM's p2p_communication (torch.distributed send/recv on NCCL, waited
         // for before the schedule goes on): the sender waits for its transfer, as pipeline
         // communication.

@@ -37,6 +37,9 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
     out.push_back("parallel.overlap_param_gather has no effect with dp_impl: " + std::string(to_string(par.dp_impl)) +
                   " (Megatron-LM runs it only with the overlapped gradient reduction, dp_impl: ddp)");
   }
+  if (par.overlap_p2p && lay.pp() == 1) {
+    out.push_back("parallel.overlap_p2p has no effect with pp = 1 (there are no pipeline transfers)");
+  }
   const bool bucketed = par.dp_impl == DpImpl::ddp || par.dp_impl == DpImpl::parameter_server || par.dp_impl == DpImpl::no_overlap;
   if (!bucketed && par.bucket.count() > 0 && par.bucket != Bytes::MiB(25)) {
     out.push_back("parallel.bucket has no effect with dp_impl: " + std::string(to_string(par.dp_impl)) +

@@ -172,6 +172,10 @@ struct ParallelSpec {
   // the updated parameters runs bucket by bucket under the next step's first forward pass, each
   // bucket waited for before its first layer, instead of after the optimizer step.
   bool overlap_param_gather = false;
+  // Megatron-Core's overlap_p2p_comm (interleaved schedule): a pipeline send is issued and the
+  // schedule goes on; only its receiver waits for it. Off: the sender waits (p2p_communication's
+  // blocking send/recv).
+  bool overlap_p2p = false;
   DpImpl dp_impl = DpImpl::ddp;
   Bytes bucket = Bytes::MiB(25);           // DDP gradient bucket cap (PyTorch bucket_cap_mb=25, in MiB)
   Bytes fusion_buffer = Bytes(64 << 20);   // Horovod tensor fusion threshold

@@ -331,6 +331,31 @@ TEST(PipelineTransfers, AppearInTheBreakdownAndTakeAtLeastTheirBytesOverTheLink)
   EXPECT_LT(rf->stages[0].time_s[static_cast<std::size_t>(TimeKind::pp)], r->stages[0].time_s[static_cast<std::size_t>(TimeKind::pp)]);
 }
 
+TEST(PipelineTransfers, OverlappedSendsLeaveTheSenderFree) {
+  // Megatron-Core's overlap_p2p_comm: the sender issues its transfer and goes on; only the
+  // receiver waits. The same two stages as above: blocking, stage 0 spends at least its m sends'
+  // time (m x msg / 1 GB/s) as pipeline communication; overlapped, exactly that time leaves its
+  // pipeline communication (its waits for stage 1's gradients stay), and the step is shorter.
+  auto c = cluster(nvswitch_node(8, true, 1), 2, hw::FabricKind::single_switch);
+  const hw::Topology topo = std::move(hw::Topology::build(c)).value();
+  const int m = 8;
+  StepInputs in = inputs(gpt(8, 4096), m, 1);
+  in.parallel.tp = 8;
+  in.parallel.pp = 2;
+  in.parallel.sequence_parallel = true;
+  in.compute.comm_slowdown = 0;
+  auto blocking = simulate_step(topo, in);
+  in.parallel.overlap_p2p = true;
+  auto overlapped = simulate_step(topo, in);
+  ASSERT_TRUE(blocking.ok() && overlapped.ok());
+  const double floor = m * (2048.0 * 4096 * 2 / 8) / 1e9;
+  const auto pp = static_cast<std::size_t>(TimeKind::pp);
+  EXPECT_GE(blocking->stages[0].time_s[pp], floor);
+  EXPECT_NEAR(blocking->stages[0].time_s[pp] - overlapped->stages[0].time_s[pp], floor, 0.05 * floor);
+  EXPECT_LE(overlapped->step_time_s, blocking->step_time_s + 1e-9);
+  EXPECT_LT(overlapped->step_time_s, blocking->step_time_s - 0.5 * floor);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Precision capability
 
