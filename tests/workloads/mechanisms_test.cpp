@@ -308,16 +308,25 @@ TEST(HorovodFusion, SmallBufferIsNoWorseThanTheSameBuffersUnfusedAfterBackward) 
 // ---------------------------------------------------------------------------------------------
 // Pipeline transfers
 
-TEST(PipelineTransfers, AppearInTheBreakdownAndTakeAtLeastTheirBytesOverTheLink) {
-  // Two stages on two nodes joined by 1 GB/s NICs, tp 8: stage 0 sends m activations, each
-  // 1/8 of [seq, hidden] in bf16 per rank pair over its own NIC; NCCL's send blocks until done.
-  auto c = cluster(nvswitch_node(8, true, 1), 2, hw::FabricKind::single_switch);
-  const hw::Topology topo = std::move(hw::Topology::build(c)).value();
-  const int m = 8;
-  StepInputs in = inputs(gpt(8, 4096), m, 1);
+// Two stages on two nodes joined by 1 GB/s NICs, tp 8, m micro-batches: stage 0 sends m
+// activations, each 1/8 of [seq, hidden] in bf16 per rank pair over its own NIC.
+constexpr int kPipelineMicroBatches = 8;
+hw::Topology two_stage_topology() {
+  return std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 1), 2, hw::FabricKind::single_switch))).value();
+}
+StepInputs two_stage_inputs() {
+  StepInputs in = inputs(gpt(8, 4096), kPipelineMicroBatches, 1);
   in.parallel.tp = 8;
   in.parallel.pp = 2;
   in.parallel.sequence_parallel = true;
+  return in;
+}
+
+TEST(PipelineTransfers, AppearInTheBreakdownAndTakeAtLeastTheirBytesOverTheLink) {
+  // NCCL's send blocks until done.
+  const hw::Topology topo = two_stage_topology();
+  const int m = kPipelineMicroBatches;
+  StepInputs in = two_stage_inputs();
   auto r = simulate_step(topo, in);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   const double msg = 2048.0 * 4096 * 2 / 8;
@@ -336,13 +345,9 @@ TEST(PipelineTransfers, OverlappedSendsLeaveTheSenderFree) {
   // receiver waits. The same two stages as above: blocking, stage 0 spends at least its m sends'
   // time (m x msg / 1 GB/s) as pipeline communication; overlapped, exactly that time leaves its
   // pipeline communication (its waits for stage 1's gradients stay), and the step is shorter.
-  auto c = cluster(nvswitch_node(8, true, 1), 2, hw::FabricKind::single_switch);
-  const hw::Topology topo = std::move(hw::Topology::build(c)).value();
-  const int m = 8;
-  StepInputs in = inputs(gpt(8, 4096), m, 1);
-  in.parallel.tp = 8;
-  in.parallel.pp = 2;
-  in.parallel.sequence_parallel = true;
+  const hw::Topology topo = two_stage_topology();
+  const int m = kPipelineMicroBatches;
+  StepInputs in = two_stage_inputs();
   in.compute.comm_slowdown = 0;
   auto blocking = simulate_step(topo, in);
   in.parallel.overlap_p2p = true;
