@@ -59,6 +59,12 @@ void Engine::resume(Executor& e) {
   advance(e);
 }
 
+void Engine::retry(Executor& e) {
+  e.time[static_cast<std::size_t>(e.wait_kind)] += (sim_.now() - e.wait_start).seconds();
+  e.waiting = false;
+  advance(e);
+}
+
 void Engine::advance(Executor& e) {
   const StageGraph& sp = *e.prog;
   while (e.pc < sp.ops.size()) {
@@ -129,17 +135,31 @@ void Engine::advance(Executor& e) {
         const int mb = in.a;
         if (in_.parallel.overlap_p2p) {
           // Megatron-Core's overlap_p2p_comm (schedules.py, interleaved 1F1B): the send is issued
-          // with the next receive and waited for only before the next send, so the schedule goes
-          // on with the next chunk while it travels; NCCL's send kernel slows the compute beside
-          // it like any overlapped collective (change_background). The receiver still waits.
+          // with the next receive and the schedule goes on with the next chunk while it travels;
+          // its handle is waited for before the next chunk in that direction (here: before the
+          // next send in that direction, so at most one is in flight each way). NCCL's send
+          // kernel slows the compute beside it like any overlapped collective
+          // (change_background). The receiver still waits.
+          const std::size_t dir = fwd ? 0 : 1;
+          if (e.sends_in_flight[dir] > 0) {
+            block(e, TimeKind::pp);
+            e.waiting_send = static_cast<int>(dir);
+            return;
+          }
+          ++e.sends_in_flight[dir];
           change_background(e, +1);
-          launch(c, [this, &e, &target, fwd, mb, to_vs, start = sim_.now()] {
+          launch(c, [this, &e, &target, fwd, mb, to_vs, dir, start = sim_.now()] {
             if (e.record) {
               record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
                      fmt::format("{} per rank pair to stage {}, overlapped", to_string(Bytes(static_cast<I>(graph_.act_msg_bytes))), stage_of_vs(to_vs)));
             }
             deliver(target, fwd ? OpKind::recv_act : OpKind::recv_grad, mb, to_vs, start);
             change_background(e, -1);
+            --e.sends_in_flight[dir];
+            if (e.waiting && e.waiting_send == static_cast<int>(dir)) {
+              e.waiting_send = -1;
+              retry(e);
+            }
           });
           break;
         }

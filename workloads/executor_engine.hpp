@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
@@ -58,6 +59,10 @@ struct Executor {
   int gather_next = 0;     // next gather the stream starts (in order)
   int gather_allowed = 0;  // the last gather the stream may start: one ahead of the one waited for
   int waiting_gather = -1;
+  // parallel.overlap_p2p: pipeline sends in flight by direction (activations, gradients), and the
+  // direction whose send the stream waits for before it issues the next (-1: none).
+  std::array<int, 2> sends_in_flight{};
+  int waiting_send = -1;
   // Host-launched ops (GraphOp::host_gap): the host's launch clock, and the other streams.
   Time host;
   std::map<int, Time> stream_free;  // stream (not 0) -> when its last op ends
@@ -108,6 +113,8 @@ class Engine {
   void advance(Executor& e);
   void block(Executor& e, TimeKind k);
   void resume(Executor& e);
+  // Ends a wait and runs the op it waited at again (resume goes past it).
+  void retry(Executor& e);
   // A pipeline message sent at `sent` arrives; a receiver waiting for it resumes, its wait since
   // `sent` booked as pipeline communication and the rest as bubble.
   void deliver(Executor& target, OpKind kind, int mb, int vs, Time sent);
