@@ -311,8 +311,8 @@ TEST(HorovodFusion, SmallBufferIsNoWorseThanTheSameBuffersUnfusedAfterBackward) 
 // Two stages on two nodes joined by 1 GB/s NICs, tp 8, m micro-batches: stage 0 sends m
 // activations, each 1/8 of [seq, hidden] in bf16 per rank pair over its own NIC.
 constexpr int kPipelineMicroBatches = 8;
-hw::Topology two_stage_topology() {
-  return std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 1), 2, hw::FabricKind::single_switch))).value();
+hw::Topology two_stage_topology(double nic_GBps = 1) {
+  return std::move(hw::Topology::build(cluster(nvswitch_node(8, true, nic_GBps), 2, hw::FabricKind::single_switch))).value();
 }
 StepInputs two_stage_inputs() {
   StepInputs in = inputs(gpt(8, 4096), kPipelineMicroBatches, 1);
@@ -320,6 +320,18 @@ StepInputs two_stage_inputs() {
   in.parallel.pp = 2;
   in.parallel.sequence_parallel = true;
   return in;
+}
+// The two-stage step with blocking and with overlapped pipeline sends, without the overlap
+// slowdown of compute.
+struct BlockingAndOverlapped {
+  Expected<StepResult> blocking, overlapped;
+};
+BlockingAndOverlapped blocking_and_overlapped(const hw::Topology& topo) {
+  StepInputs in = two_stage_inputs();
+  in.compute.comm_slowdown = 0;
+  auto blocking = simulate_step(topo, in);
+  in.parallel.overlap_p2p = true;
+  return {std::move(blocking), simulate_step(topo, in)};
 }
 
 TEST(PipelineTransfers, AppearInTheBreakdownAndTakeAtLeastTheirBytesOverTheLink) {
@@ -345,13 +357,8 @@ TEST(PipelineTransfers, OverlappedSendsLeaveTheSenderFree) {
   // receiver waits. The same two stages as above: blocking, stage 0 spends at least its m sends'
   // time (m x msg / 1 GB/s) as pipeline communication; overlapped, exactly that time leaves its
   // pipeline communication (its waits for stage 1's gradients stay), and the step is shorter.
-  const hw::Topology topo = two_stage_topology();
   const int m = kPipelineMicroBatches;
-  StepInputs in = two_stage_inputs();
-  in.compute.comm_slowdown = 0;
-  auto blocking = simulate_step(topo, in);
-  in.parallel.overlap_p2p = true;
-  auto overlapped = simulate_step(topo, in);
+  auto [blocking, overlapped] = blocking_and_overlapped(two_stage_topology());
   ASSERT_TRUE(blocking.ok() && overlapped.ok());
   const double floor = m * (2048.0 * 4096 * 2 / 8) / 1e9;
   const auto pp = static_cast<std::size_t>(TimeKind::pp);
@@ -369,13 +376,8 @@ TEST(PipelineTransfers, OverlappedSendsWaitForThePreviousOneInTheirDirection) {
   // the sends one after another, as it does when they block, so nothing arrives later than with
   // blocking sends and the step cannot be longer. (Sends issued without that wait share the
   // link, each arrives later, and this step took 9.95 s against 8.71 s blocking.)
-  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 0.01), 2, hw::FabricKind::single_switch))).value();
   const int m = kPipelineMicroBatches;
-  StepInputs in = two_stage_inputs();
-  in.compute.comm_slowdown = 0;
-  auto blocking = simulate_step(topo, in);
-  in.parallel.overlap_p2p = true;
-  auto overlapped = simulate_step(topo, in);
+  auto [blocking, overlapped] = blocking_and_overlapped(two_stage_topology(0.01));
   ASSERT_TRUE(blocking.ok() && overlapped.ok());
   const double send = (2048.0 * 4096 * 2 / 8) / 1e7;
   const auto pp = static_cast<std::size_t>(TimeKind::pp), compute = static_cast<std::size_t>(TimeKind::compute);
