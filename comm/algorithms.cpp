@@ -75,7 +75,7 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
   const CommParams chp = channel_params(lay);
   // Across nodes LL's ceiling bounds every channel together, not each one's share of it.
   const double pieces = ring_split_fraction(chp, op, proto, size, n);
-  const double used = proto == Protocol::ll ? ll_split_fraction(lay, pieces, tuned.busbw_GBps) : pieces;
+  const double used = channel_relief(lay, proto, pieces, tuned.busbw_GBps).split;
   plan.nccl_channels = chp.channels_used(Algo::ring, proto, size, n);
 
   // With Simple every rank hands over 2 slices per step and loop, one after another (below).
@@ -192,8 +192,8 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // channel's fill is spread over them as fill x used / nch.
   const double piece = proto == Protocol::simple ? params_.pipeline_chunk.as_double() : static_cast<double>(step_data_bytes(proto));
   const double chain_pieces = used / std::max(1, chp.max_channels);
-  const double fill_scale = proto == Protocol::ll ? ll_fill_scale(lay, chain_pieces, tuned.busbw_GBps) : 1.0;
-  const double per_hop = std::min(size.as_double() / used, piece) * used / nch * fill_scale;
+  const ChannelRelief relief = channel_relief(lay, proto, chain_pieces, tuned.busbw_GBps);
+  const double per_hop = std::min(size.as_double() / used, piece) * used / nch * relief.fill_scale;
   const Time base = params_.lat(Algo::ring, proto).base + params_.call_overhead;
   Phase ph;
   ph.what = fmt::format("chain {}", to_string(op));
@@ -209,7 +209,7 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // bytes with it (exact where the groups share their bottleneck, as a node's channels do).
   if (bytes > 0) plan.tuner_bytes_fraction = (bytes - fills) / bytes;
   // As for rings: LL's ceiling across nodes is every channel's together.
-  cap_channels(ph, proto == Protocol::ll ? ll_split_fraction(lay, chain_pieces, tuned.busbw_GBps) : chain_pieces);
+  cap_channels(ph, relief.split);
   plan.phases.push_back(std::move(ph));
 }
 
@@ -304,7 +304,8 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // chunks crossing the hops, as long however many chunks its piece holds, so the rate the
   // uneven split takes from the data must not take it from the fill again. Not in NCCL's tuner.
   const double pieces = tree_split_fraction(chp, proto, size, plan.ranks, m);
-  const double split = proto == Protocol::ll ? ll_split_fraction(lay, pieces, busbw_GBps) : pieces;
+  const ChannelRelief relief = channel_relief(lay, proto, pieces, busbw_GBps);
+  const double split = relief.split;
   std::vector<int> depth(2, 0);  // each tree's depth in nodes: the longest way from a node to its root
   for (int tr = 0; tr < 2; ++tr) {
     const auto& parent = trees[static_cast<std::size_t>(tr)];
@@ -327,8 +328,8 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     // split / pieces times faster, its fill too.
     const double carrying = pieces * std::max(1, chp.max_channels);
     // Where LL's ceiling binds all channels together, a chunk still crosses a hop at one thread
-    // block's LL rate (ll_fill_scale).
-    const double fill_scale = proto == Protocol::ll ? ll_fill_scale(lay, pieces, busbw_GBps) : 1.0;
+    // block's LL rate (channel_relief).
+    const double fill_scale = relief.fill_scale;
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const double bottleneck = seconds(groups[g]);
       if (!(bottleneck > 0)) continue;

@@ -94,19 +94,12 @@ double Planner::ll_max_busbw_GBps(const Layout& lay) const {
   return two ? params_.ll_max_busbw_intel_2nodes : params_.ll_max_busbw_intel_more;
 }
 
-double Planner::ll_split_fraction(const Layout& lay, double split, double busbw_GBps) const {
-  if (lay.nodes.size() <= 1 || !(busbw_GBps > 0)) return split;
+Planner::ChannelRelief Planner::channel_relief(const Layout& lay, Protocol proto, double pieces, double busbw_GBps) const {
+  if (proto != Protocol::ll || lay.nodes.size() <= 1 || !(busbw_GBps > 0)) return ChannelRelief{pieces, 1.0};
   const double per_block = params_.ll_max_busbw_GBps / std::max(1, params_.max_channels);
   const double channels = std::max(1, channel_params(lay).max_channels);
-  return std::clamp(split * channels * per_block / busbw_GBps, split, 1.0);
-}
-
-double Planner::ll_fill_scale(const Layout& lay, double split, double busbw_GBps) const {
-  if (lay.nodes.size() <= 1 || !(busbw_GBps > 0)) return 1.0;
-  const double per_block = params_.ll_max_busbw_GBps / std::max(1, params_.max_channels);
-  const double channels = std::max(1, channel_params(lay).max_channels);
-  const double relieved = split * channels * per_block / busbw_GBps;
-  return relieved > 1.0 ? 1.0 / relieved : 1.0;
+  const double relieved = pieces * channels * per_block / busbw_GBps;
+  return ChannelRelief{std::clamp(relieved, pieces, 1.0), relieved > 1.0 ? 1.0 / relieved : 1.0};
 }
 
 bool Planner::ll128_by_default(const Layout& lay) const {

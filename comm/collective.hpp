@@ -124,17 +124,20 @@ class Planner {
   Time step_latency(Algo a, Protocol p, Transport t, const Layout& lay) const;
   hw::CpuVendor host_vendor(const Layout& lay) const;
   double ll_max_busbw_GBps(const Layout& lay) const;
-  // The fraction of its rate an LL collective on fewer channels runs at, from `split` (its channel
-  // pieces' fraction) and `busbw_GBps` (its bus bandwidth on idle links on every channel, under
-  // LL's ceiling). Across nodes the ceiling bounds all channels together, and each channel alone
-  // runs at most at one thread block's LL rate (the one-node ceiling over its channels): the
-  // fraction is split x channels x that rate / busbw, between split and 1. On one node, split.
-  double ll_split_fraction(const Layout& lay, double split, double busbw_GBps) const;
-  // What a pipeline's fill (chunks crossing network hops one after another) is multiplied by
-  // under LL across nodes: where the ceiling binds all channels together (ll_split_fraction at 1)
-  // each channel's first chunks still cross a hop at one thread block's LL rate, so the fill is
-  // 1 / (split x channels x that rate / busbw) of what the shared ceiling gives it; else 1.
-  double ll_fill_scale(const Layout& lay, double split, double busbw_GBps) const;
+  // The fraction of its rate a collective on fewer channels runs at (`split`), and what its
+  // pipeline's fill (chunks crossing network hops one after another) is multiplied by, from
+  // `pieces` (its channel pieces' fraction) and `busbw_GBps` (its bus bandwidth on idle links on
+  // every channel, under LL's ceiling). Only LL across nodes differs from {pieces, 1}: the ceiling
+  // bounds all channels together, and each channel alone runs at most at one thread block's LL
+  // rate (the one-node ceiling over its channels), so with relieved = pieces x channels x that
+  // rate / busbw the split is relieved between pieces and 1; where the ceiling binds all channels
+  // together (relieved above 1) each channel's first chunks still cross a hop at one block's rate,
+  // so the fill is 1 / relieved of what the shared ceiling gives it.
+  struct ChannelRelief {
+    double split = 1.0;
+    double fill_scale = 1.0;
+  };
+  ChannelRelief channel_relief(const Layout& lay, Protocol proto, double pieces, double busbw_GBps) const;
   double bandwidth_factor(Algo a, Protocol p, CollOp op, bool multinode) const;
   // The model's parameters with max_channels set to the channels NCCL opens for rings and trees
   // on this communicator (comm->nChannels): comm.max_channels on one node; across nodes NCCL
@@ -156,7 +159,7 @@ class Planner {
   // ranks on m nodes: LL128 at .7 with fewer than 2 GPUs per node, and the bus bandwidth held under
   // tuner_cap_GBps. `add_load` adds the ring's bytes per link at factor 1 (called only where a cap
   // applies); `bus_bytes` is what one busbw second moves (bytes / the busbw ratio). Also the bus
-  // bandwidth on idle links at that factor, where a cap applies (else 0), for ll_split_fraction.
+  // bandwidth on idle links at that factor, where a cap applies (else 0), for channel_relief.
   struct TunerFactor {
     double factor = 1.0;
     double busbw_GBps = 0;

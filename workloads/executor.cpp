@@ -149,11 +149,7 @@ void Engine::advance(Executor& e) {
           ++e.sends_in_flight[dir];
           change_background(e, +1);
           launch(c, [this, &e, &target, fwd, mb, to_vs, dir, start = sim_.now()] {
-            if (e.record) {
-              record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
-                     fmt::format("{} per rank pair to stage {}, overlapped", to_string(Bytes(static_cast<I>(graph_.act_msg_bytes))), stage_of_vs(to_vs)));
-            }
-            deliver(target, fwd ? OpKind::recv_act : OpKind::recv_grad, mb, to_vs, start);
+            sent(e, target, fwd, mb, to_vs, start, true);
             change_background(e, -1);
             --e.sends_in_flight[dir];
             if (e.waiting && e.waiting_send == static_cast<int>(dir)) {
@@ -168,11 +164,7 @@ void Engine::advance(Executor& e) {
         // communication.
         block(e, TimeKind::pp);
         launch(c, [this, &e, &target, fwd, mb, to_vs, start = sim_.now()] {
-          if (e.record) {
-            record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
-                   fmt::format("{} per rank pair to stage {}", to_string(Bytes(static_cast<I>(graph_.act_msg_bytes))), stage_of_vs(to_vs)));
-          }
-          deliver(target, fwd ? OpKind::recv_act : OpKind::recv_grad, mb, to_vs, start);
+          sent(e, target, fwd, mb, to_vs, start, false);
           resume(e);
         });
         return;
@@ -279,6 +271,15 @@ void Engine::change_background(Executor& e, int delta) {
   e.compute_slow = slow;
   sim_.cancel(e.compute_event);
   schedule_compute(e);
+}
+
+void Engine::sent(Executor& e, Executor& target, bool fwd, int mb, int to_vs, Time start, bool overlapped) {
+  if (e.record) {
+    record(e, TimelineEvent::Track::pipeline, start, fmt::format("send {} mb {}", fwd ? "activation" : "gradient", mb),
+           fmt::format("{} per rank pair to stage {}{}", to_string(Bytes(static_cast<I>(graph_.act_msg_bytes))), stage_of_vs(to_vs),
+                       overlapped ? ", overlapped" : ""));
+  }
+  deliver(target, fwd ? OpKind::recv_act : OpKind::recv_grad, mb, to_vs, start);
 }
 
 void Engine::deliver(Executor& t, OpKind kind, int mb, int vs, Time sent) {

@@ -115,6 +115,8 @@ class Engine {
   void resume(Executor& e);
   // Ends a wait and runs the op it waited at again (resume goes past it).
   void retry(Executor& e);
+  // A pipeline send from `e` that started at `start` is done: its timeline entry, then deliver.
+  void sent(Executor& e, Executor& target, bool fwd, int mb, int to_vs, Time start, bool overlapped);
   // A pipeline message sent at `sent` arrives; a receiver waiting for it resumes, its wait since
   // `sent` booked as pipeline communication and the rest as bubble.
   void deliver(Executor& target, OpKind kind, int mb, int vs, Time sent);
