@@ -452,19 +452,22 @@ TEST(SimulateCli, FirstGenerationFlashAttentionDoublesTheAttentionKernelsOnly) {
   EXPECT_NE(bad.out.find("training.attention: unknown value 'flash2' (flash, flash1, standard)"), std::string::npos) << bad.out;
 }
 
+// The GPT-3 175B example with `set` (--set options) added: its output and its --json document.
+std::pair<std::string, nlohmann::json> gpt3_example_with(const std::string& set, const std::string& name) {
+  const std::string json = temp(name);
+  const Result r = run("simulate " + example("gpt3-175b-a100.yaml") + set + " --json " + json);
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::ifstream in(json);
+  return std::make_pair(r.out, nlohmann::json::parse(in));
+}
+
 // parallel.overlap_param_gather (Megatron-Core's --overlap-param-gather): the GPT-3 175B example
 // (zero 1, interleaved 1F1B over 128 nodes) moves its parameter all-gather under the next forward
 // pass, so its exposed data-parallel time and its step shrink, and the JSON echoes the setting;
 // without the distributed optimizer it is noted as without effect; a bad value is refused at its
 // line.
 TEST(SimulateCli, OverlappedParamGatherShortensTheStepAndIsCheckedAtItsLine) {
-  auto result = [](const std::string& set, const std::string& name) {
-    const std::string json = temp(name);
-    const Result r = run("simulate " + example("gpt3-175b-a100.yaml") + set + " --json " + json);
-    EXPECT_EQ(r.code, 0) << r.out;
-    std::ifstream in(json);
-    return std::make_pair(r.out, nlohmann::json::parse(in));
-  };
+  const auto result = gpt3_example_with;
   const auto [off_out, off] = result("", "gather-off.json");
   const auto [on_out, on] = result(" --set parallel.overlap_param_gather=true", "gather-on.json");
   EXPECT_LT(on["result"]["step_time_s"].get<double>(), off["result"]["step_time_s"].get<double>());
@@ -479,6 +482,32 @@ TEST(SimulateCli, OverlappedParamGatherShortensTheStepAndIsCheckedAtItsLine) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(bad + ":4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("parallel.overlap_param_gather"), std::string::npos) << r.out;
+}
+
+// parallel.overlap_p2p (Megatron-Core's overlap_p2p_comm): the GPT-3 175B example (interleaved
+// 1F1B, pp 8 over 128 nodes) no longer blocks its stages on their pipeline sends, so its exposed
+// pipeline communication and its step shrink, and the JSON echoes the setting; with pp 1 it is
+// noted as without effect; a bad value is refused at its line.
+TEST(SimulateCli, OverlappedPipelineSendsShortenTheStepAndAreCheckedAtTheirLine) {
+  const auto result = gpt3_example_with;
+  const auto [off_out, off] = result("", "p2p-off.json");
+  const auto [on_out, on] = result(" --set parallel.overlap_p2p=true", "p2p-on.json");
+  EXPECT_LT(on["result"]["step_time_s"].get<double>(), off["result"]["step_time_s"].get<double>());
+  EXPECT_FALSE(off["config"]["parallel"].contains("overlap_p2p"));
+  EXPECT_TRUE(on["config"]["parallel"]["overlap_p2p"].get<bool>());
+  const std::string one = temp("p2p-pp1.yaml");
+  std::ofstream(one) << "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-1.3b\ntraining: {global_batch: 8}\n"
+                        "parallel: {tp: 8, overlap_p2p: true}\n";
+  const Result noted = run("simulate " + one);
+  EXPECT_EQ(noted.code, 0) << noted.out;
+  EXPECT_NE(noted.out.find("parallel.overlap_p2p has no effect with pp = 1"), std::string::npos) << noted.out;
+  const std::string bad = temp("p2p-bad.yaml");
+  std::ofstream(bad) << "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+                        "parallel: {pp: 2, overlap_p2p: sometimes}\n";
+  const Result r = run("simulate " + bad);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad + ":4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parallel.overlap_p2p"), std::string::npos) << r.out;
 }
 
 // parallel.tp_overlap: on one DGX H100 with tp 8 and sequence parallelism, each step hides more
