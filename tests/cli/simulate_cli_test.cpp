@@ -461,27 +461,41 @@ std::pair<std::string, nlohmann::json> gpt3_example_with(const std::string& set,
   return std::make_pair(r.out, nlohmann::json::parse(in));
 }
 
+// Setting `key` true on the GPT-3 175B example shortens its step, and the JSON echoes the key
+// only when it is set.
+void expect_shortens_and_echoes(const std::string& key) {
+  const auto [off_out, off] = gpt3_example_with("", key + "-off.json");
+  const auto [on_out, on] = gpt3_example_with(" --set parallel." + key + "=true", key + "-on.json");
+  EXPECT_LT(on["result"]["step_time_s"].get<double>(), off["result"]["step_time_s"].get<double>()) << key;
+  EXPECT_FALSE(off["config"]["parallel"].contains(key)) << key;
+  EXPECT_TRUE(on["config"]["parallel"][key].get<bool>()) << key;
+}
+
+// A configuration `yaml` (written to `name`) is refused with exit code 2, naming the file's line
+// `line` and the key `key`.
+void expect_refused_at(const std::string& name, const std::string& yaml, int line, const std::string& key) {
+  const std::string file = temp(name);
+  std::ofstream(file) << yaml;
+  const Result r = run("simulate " + file);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(file + ":" + std::to_string(line)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(key), std::string::npos) << r.out;
+}
+
 // parallel.overlap_param_gather (Megatron-Core's --overlap-param-gather): the GPT-3 175B example
 // (zero 1, interleaved 1F1B over 128 nodes) moves its parameter all-gather under the next forward
 // pass, so its exposed data-parallel time and its step shrink, and the JSON echoes the setting;
 // without the distributed optimizer it is noted as without effect; a bad value is refused at its
 // line.
 TEST(SimulateCli, OverlappedParamGatherShortensTheStepAndIsCheckedAtItsLine) {
-  const auto result = gpt3_example_with;
-  const auto [off_out, off] = result("", "gather-off.json");
-  const auto [on_out, on] = result(" --set parallel.overlap_param_gather=true", "gather-on.json");
-  EXPECT_LT(on["result"]["step_time_s"].get<double>(), off["result"]["step_time_s"].get<double>());
-  EXPECT_FALSE(off["config"]["parallel"].contains("overlap_param_gather"));
-  EXPECT_TRUE(on["config"]["parallel"]["overlap_param_gather"].get<bool>());
-  const auto [plain_out, plain] = result(" --set parallel.overlap_param_gather=true --set parallel.zero=0", "gather-zero0.json");
+  expect_shortens_and_echoes("overlap_param_gather");
+  const auto [plain_out, plain] =
+      gpt3_example_with(" --set parallel.overlap_param_gather=true --set parallel.zero=0", "gather-zero0.json");
   EXPECT_NE(plain_out.find("parallel.overlap_param_gather has no effect with zero 0"), std::string::npos) << plain_out;
-  const std::string bad = temp("gather-bad.yaml");
-  std::ofstream(bad) << "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
-                        "parallel: {zero: 1, overlap_param_gather: sometimes}\n";
-  const Result r = run("simulate " + bad);
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find(bad + ":4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("parallel.overlap_param_gather"), std::string::npos) << r.out;
+  expect_refused_at("gather-bad.yaml",
+                    "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+                    "parallel: {zero: 1, overlap_param_gather: sometimes}\n",
+                    4, "parallel.overlap_param_gather");
 }
 
 // parallel.overlap_p2p (Megatron-Core's overlap_p2p_comm): the GPT-3 175B example (interleaved
@@ -489,25 +503,17 @@ TEST(SimulateCli, OverlappedParamGatherShortensTheStepAndIsCheckedAtItsLine) {
 // pipeline communication and its step shrink, and the JSON echoes the setting; with pp 1 it is
 // noted as without effect; a bad value is refused at its line.
 TEST(SimulateCli, OverlappedPipelineSendsShortenTheStepAndAreCheckedAtTheirLine) {
-  const auto result = gpt3_example_with;
-  const auto [off_out, off] = result("", "p2p-off.json");
-  const auto [on_out, on] = result(" --set parallel.overlap_p2p=true", "p2p-on.json");
-  EXPECT_LT(on["result"]["step_time_s"].get<double>(), off["result"]["step_time_s"].get<double>());
-  EXPECT_FALSE(off["config"]["parallel"].contains("overlap_p2p"));
-  EXPECT_TRUE(on["config"]["parallel"]["overlap_p2p"].get<bool>());
+  expect_shortens_and_echoes("overlap_p2p");
   const std::string one = temp("p2p-pp1.yaml");
   std::ofstream(one) << "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-1.3b\ntraining: {global_batch: 8}\n"
                         "parallel: {tp: 8, overlap_p2p: true}\n";
   const Result noted = run("simulate " + one);
   EXPECT_EQ(noted.code, 0) << noted.out;
   EXPECT_NE(noted.out.find("parallel.overlap_p2p has no effect with pp = 1"), std::string::npos) << noted.out;
-  const std::string bad = temp("p2p-bad.yaml");
-  std::ofstream(bad) << "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
-                        "parallel: {pp: 2, overlap_p2p: sometimes}\n";
-  const Result r = run("simulate " + bad);
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find(bad + ":4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("parallel.overlap_p2p"), std::string::npos) << r.out;
+  expect_refused_at("p2p-bad.yaml",
+                    "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+                    "parallel: {pp: 2, overlap_p2p: sometimes}\n",
+                    4, "parallel.overlap_p2p");
 }
 
 // parallel.tp_overlap: on one DGX H100 with tp 8 and sequence parallelism, each step hides more
