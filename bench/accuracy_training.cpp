@@ -75,7 +75,7 @@ Status shaped_rows(const config::Registry& reg, const std::string& dataset, cons
         "cluster: {{node: {}, nodes: {}, fabric: {{kind: fat-tree, nic: {}, nics_per_node: 8}}}}\n"
         "model: {}\n"
         "training: {{global_batch: {}, micro_batch: {}, seq_len: {}, precision: {}, grad_dtype: {}, recompute: {}, optimizer: adam{}{}{}}}\n"
-        "parallel: {{tp: {}, cp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, dp_impl: {}, sequence_parallel: {}{}{}{}{}{}{}}}\n",
+        "parallel: {{tp: {}, cp: {}, pp: {}, dp: {}, schedule: {}, zero: {}, dp_impl: {}, sequence_parallel: {}{}{}{}{}{}{}{}}}\n",
         field(r, "node"), gpus / 8, field(r, "nic"), model, field(r, "global_batch"), field(r, "micro_batch"), field(r, "seq_len"), field(r, "precision"),
         field(r, "grad_dtype"), field(r, "recompute"), field(r, "attention").empty() ? std::string() : ", attention: " + field(r, "attention"),
         field(r, "cross_entropy").empty() ? std::string() : ", cross_entropy: " + field(r, "cross_entropy"),
@@ -85,7 +85,8 @@ Status shaped_rows(const config::Registry& reg, const std::string& dataset, cons
         field(r, "overlap_param_gather").empty() ? std::string() : ", overlap_param_gather: " + field(r, "overlap_param_gather"),
         field(r, "tp_overlap").empty() ? std::string() : ", tp_overlap: " + field(r, "tp_overlap"),
         field(r, "pipeline_split").empty() ? std::string() : ", pipeline_split: " + field(r, "pipeline_split"),
-        field(r, "overlap_p2p").empty() ? std::string() : ", overlap_p2p: " + field(r, "overlap_p2p"));
+        field(r, "overlap_p2p").empty() ? std::string() : ", overlap_p2p: " + field(r, "overlap_p2p"),
+        field(r, "param_gather_start").empty() ? std::string() : ", param_gather_start: " + field(r, "param_gather_start"));
     auto res = simulate(field(r, "model") + ".yaml", {}, yaml);
     if (!res) return res.error();
     double pub = 0, sim = 0, pub_step = 0;

@@ -389,6 +389,14 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       p.tp_overlap = *v;
     }
     if (auto v = pr->boolean("overlap_param_gather")) p.overlap_param_gather = *v;
+    if (auto v = enum_field(*pr, "param_gather_start", workloads::ParamGatherStart::automatic, workloads::parse_param_gather_start,
+                            "auto, step, first-use, aligned")) {
+      // Megatron-LM turns align_param_gather off unless the schedule is interleaved (arguments.py).
+      if (*v == workloads::ParamGatherStart::aligned && p.schedule != workloads::PipelineSchedule::interleaved_1f1b) {
+        pr->error("param_gather_start", "aligned needs schedule: interleaved-1f1b (Megatron-LM turns --align-param-gather off for the other schedules)");
+      }
+      p.param_gather_start = *v;
+    }
     if (auto v = pr->boolean("overlap_p2p")) p.overlap_p2p = *v;
     if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
                             "ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server")) {
@@ -540,6 +548,9 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (p.cp > 1 || p.cp_comm != workloads::CpComm::p2p) res["parallel"]["cp_comm"] = std::string(workloads::to_string(p.cp_comm));
   if (p.overlap_param_gather) res["parallel"]["overlap_param_gather"] = true;
   if (p.overlap_p2p) res["parallel"]["overlap_p2p"] = true;
+  if (p.param_gather_start != workloads::ParamGatherStart::automatic) {
+    res["parallel"]["param_gather_start"] = std::string(workloads::to_string(p.param_gather_start));
+  }
   if (p.tp > 1) res["parallel"]["tp_overlap"] = std::string(workloads::to_string(p.tp_overlap));
   if (p.split != workloads::PipelineSplit::even) res["parallel"]["pipeline_split"] = std::string(workloads::to_string(p.split));
   if (t.data) {

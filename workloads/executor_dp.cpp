@@ -28,15 +28,28 @@ void Engine::ps_update(Executor& e) {
 int Engine::first_gathers_allowed(const StepInputs& in) {
   // ZeRO-3 / FSDP: the first layer's gather starts with the step.
   if (in.parallel.zero >= 3) return 0;
-  // --overlap-param-gather with the interleaved schedule: Megatron-LM aligns the gathers across
-  // pipeline stages (--align-param-gather, on by default there): every stage dispatches its model
-  // chunks' buckets when its schedule starts (megatron/core/pipeline_parallel/schedules.py, "Synchronize
-  // params for first two model chunks"; later chunks a few micro-batches ahead, here at once), and
-  // they run one after another on the gather stream.
-  if (in.parallel.schedule == PipelineSchedule::interleaved_1f1b) return std::numeric_limits<int>::max();
-  // Otherwise (align_param_gather is forced off) a stage dispatches its first bucket when its
-  // forward pass first needs it, and each next one once it has waited for the one before
-  // (param_and_grad_buffer.py finish_param_sync).
+  ParamGatherStart start = in.parallel.param_gather_start;
+  if (start == ParamGatherStart::automatic) {
+    start = in.parallel.schedule == PipelineSchedule::interleaved_1f1b ? ParamGatherStart::aligned : ParamGatherStart::first_use;
+  }
+  switch (start) {
+    // --align-param-gather (Megatron-Core 0.9 and later, on by default with the interleaved
+    // schedule): every stage dispatches its model chunks' buckets when its schedule starts
+    // (megatron/core/pipeline_parallel/schedules.py, "Synchronize params for first two model
+    // chunks"; later chunks a few micro-batches ahead, here at once), and they run one after
+    // another on the gather stream.
+    case ParamGatherStart::aligned: return std::numeric_limits<int>::max();
+    // Megatron-Core 0.8 and earlier: DistributedOptimizer.zero_grad, called by train_step before
+    // the schedule runs, dispatches the first bucket on every stage (core_r0.8.0
+    // optimizer/distrib_optimizer.py); each next one goes out once the forward pass has waited
+    // for the one before (_finish_param_sync_helper).
+    case ParamGatherStart::step: return 0;
+    // Megatron-Core 0.9 and later without alignment (forced off without interleaving): a stage
+    // dispatches its first bucket when its forward pass first needs it, and each next one once it
+    // has waited for the one before (param_and_grad_buffer.py finish_param_sync).
+    case ParamGatherStart::first_use:
+    case ParamGatherStart::automatic: break;
+  }
   return -1;
 }
 

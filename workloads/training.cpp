@@ -109,6 +109,23 @@ std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(ParamGatherStart s) {
+  switch (s) {
+    case ParamGatherStart::automatic: return "auto";
+    case ParamGatherStart::step: return "step";
+    case ParamGatherStart::first_use: return "first-use";
+    case ParamGatherStart::aligned: return "aligned";
+  }
+  return "?";
+}
+
+std::optional<ParamGatherStart> parse_param_gather_start(std::string_view s) {
+  for (ParamGatherStart g : {ParamGatherStart::automatic, ParamGatherStart::step, ParamGatherStart::first_use, ParamGatherStart::aligned}) {
+    if (to_string(g) == s) return g;
+  }
+  return std::nullopt;
+}
+
 std::optional<CpComm> parse_cp_comm(std::string_view s) {
   for (CpComm c : {CpComm::p2p, CpComm::allgather, CpComm::a2a}) {
     if (to_string(c) == s) return c;

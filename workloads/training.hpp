@@ -57,6 +57,18 @@ enum class CpComm { p2p, allgather, a2a };
 //               (ring exchange), and the reduce-scatters behind the forward's output projection and
 //               MLP-down pipeline with it in 4 pieces
 enum class TpOverlap { none, backward, userbuffers };
+// When a stage dispatches the first bucket of its overlapped parameter all-gather
+// (`parallel.param_gather_start`, with `overlap_param_gather`); the next buckets always go out one
+// ahead of the forward pass that waits for them:
+//  automatic  aligned with interleaved 1F1B, first_use otherwise (Megatron-Core 0.9 and later,
+//             with their defaults)
+//  step       every stage as the step starts (Megatron-Core 0.8 and earlier:
+//             DistributedOptimizer.zero_grad, before the schedule runs)
+//  first_use  a stage when its first forward pass needs it (Megatron-Core 0.9 and later without
+//             --align-param-gather, which they force off without interleaving)
+//  aligned    every stage all its buckets as the schedule starts (--align-param-gather,
+//             interleaved 1F1B only)
+enum class ParamGatherStart { automatic, step, first_use, aligned };
 // How Transformer Engine scales a GEMM input to FP8 (`training.fp8_recipe`, with precision fp8);
 // it sets the cast kernels around each GEMM (docs/model.md, "FP8 casts"):
 //  delayed  DelayedScaling (TE's and Megatron-Core's default): the scale comes from earlier
@@ -74,6 +86,7 @@ std::string_view to_string(Framework f);
 std::string_view to_string(DpImpl d);
 std::string_view to_string(CpComm c);
 std::string_view to_string(TpOverlap t);
+std::string_view to_string(ParamGatherStart s);
 std::string_view to_string(Fp8Recipe r);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Optimizer> parse_optimizer(std::string_view s);
@@ -82,6 +95,7 @@ std::optional<Framework> parse_framework(std::string_view s);
 std::optional<DpImpl> parse_dp_impl(std::string_view s);
 std::optional<CpComm> parse_cp_comm(std::string_view s);
 std::optional<TpOverlap> parse_tp_overlap(std::string_view s);
+std::optional<ParamGatherStart> parse_param_gather_start(std::string_view s);
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s);
 
 // Where training data comes from and how it reaches the GPUs (`training.data`). A loader runs
@@ -172,6 +186,7 @@ struct ParallelSpec {
   // the updated parameters runs bucket by bucket under the next step's first forward pass, each
   // bucket waited for before its first layer, instead of after the optimizer step.
   bool overlap_param_gather = false;
+  ParamGatherStart param_gather_start = ParamGatherStart::automatic;
   // Megatron-Core's overlap_p2p_comm (interleaved schedule): a pipeline send is issued and the
   // schedule goes on; only its receiver waits for it. Off: the sender waits (p2p_communication's
   // blocking send/recv).

@@ -498,6 +498,24 @@ TEST(SimulateCli, OverlappedParamGatherShortensTheStepAndIsCheckedAtItsLine) {
                     4, "parallel.overlap_param_gather");
 }
 
+// parallel.param_gather_start: echoed in the JSON when given; without the overlapped gather it is
+// noted as without effect; aligned needs the interleaved schedule (Megatron-LM forces
+// --align-param-gather off for the others), and it and an unknown value are refused at their line.
+TEST(SimulateCli, ParamGatherStartIsEchoedNotedAndCheckedAtItsLine) {
+  const auto [step_out, step] = gpt3_example_with(" --set parallel.overlap_param_gather=true --set parallel.param_gather_start=step", "gather-step.json");
+  EXPECT_EQ(step["config"]["parallel"]["param_gather_start"].get<std::string>(), "step");
+  const auto [plain_out, plain] = gpt3_example_with(" --set parallel.param_gather_start=step", "gather-start-alone.json");
+  EXPECT_NE(plain_out.find("parallel.param_gather_start has no effect without an overlapped parameter all-gather"), std::string::npos) << plain_out;
+  expect_refused_at("gather-aligned-1f1b.yaml",
+                    "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+                    "parallel: {pp: 2, zero: 1, overlap_param_gather: true,\n  param_gather_start: aligned}\n",
+                    5, "parallel.param_gather_start");
+  expect_refused_at("gather-start-bad.yaml",
+                    "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+                    "parallel: {zero: 1, overlap_param_gather: true, param_gather_start: soon}\n",
+                    4, "parallel.param_gather_start");
+}
+
 // parallel.overlap_p2p (Megatron-Core's overlap_p2p_comm): the GPT-3 175B example (interleaved
 // 1F1B, pp 8 over 128 nodes) no longer blocks its stages on their pipeline sends, so its exposed
 // pipeline communication and its step shrink, and the JSON echoes the setting; with pp 1 it is

@@ -9,7 +9,10 @@
 //  - the dispatch: the interleaved schedule aligns the gathers across stages (all dispatched when
 //    the schedule starts, run back to back); 1F1B dispatches a stage's first bucket when its
 //    forward pass first needs it, after the stage's first activation has arrived; stages after
-//    the first are one bucket per chunk (Megatron-Core turns bucketing off there);
+//    the first are one bucket per chunk (Megatron-Core turns bucketing off there); with
+//    param_gather_start: step (Megatron-Core 0.8) every stage dispatches its first bucket as the
+//    step starts, so a later stage's gather hides under the wait for its first activation and the
+//    step is shorter than first-use's by that gather;
 //  - a graph dumped with the gathers and run with the setting off still gathers once.
 #include <string>
 #include <vector>
@@ -77,9 +80,10 @@ StepInputs inputs(bool overlap, int pp, PipelineSchedule schedule) {
   return in;
 }
 
-Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0) {
+Observed run(bool overlap, int pp, PipelineSchedule schedule, int stage = 0, ParamGatherStart start = ParamGatherStart::automatic) {
   const hw::Topology topo = two_nodes();
   StepInputs in = inputs(overlap, pp, schedule);
+  in.parallel.param_gather_start = start;
   in.compute.comm_slowdown = 0;
   in.record_timeline = true;
   auto r = simulate_step(topo, in);
@@ -128,6 +132,27 @@ TEST(ParamGather, OneFOneBGathersWhenTheForwardNeedsThem) {
   // once stage 0's first activation is in.
   EXPECT_EQ(second.gathers.size(), 1u);
   EXPECT_GE(second.gathers.front().start, first.sends.front().end);
+}
+
+// Megatron-Core 0.8's zero_grad dispatches every stage's first bucket before the schedule runs.
+// Stage 1's one bucket then gathers while stage 0 runs its first forward pass, and is in before
+// stage 1's first activation; under first-use the same gather starts only after that activation
+// and holds up stage 1, and the pipeline behind it, by its whole length.
+TEST(ParamGather, StepStartHidesALaterStagesGatherUnderThePipelineFill) {
+  const Observed use0 = run(true, 2, PipelineSchedule::one_f_one_b, 0, ParamGatherStart::first_use);
+  const Observed use1 = run(true, 2, PipelineSchedule::one_f_one_b, 1, ParamGatherStart::first_use);
+  const Observed step0 = run(true, 2, PipelineSchedule::one_f_one_b, 0, ParamGatherStart::step);
+  const Observed step1 = run(true, 2, PipelineSchedule::one_f_one_b, 1, ParamGatherStart::step);
+  ASSERT_EQ(use1.gathers.size(), 1u);
+  ASSERT_EQ(step1.gathers.size(), 1u);
+  ASSERT_FALSE(step0.sends.empty());
+  EXPECT_EQ(step1.gathers.front().start, Time::zero());
+  EXPECT_LE(step1.gathers.front().end, step0.sends.front().end) << "the gather is in before the first activation";
+  // Stage 0 dispatches its first bucket at the start under both rules, and the same buckets.
+  EXPECT_EQ(step0.gathers.size(), use0.gathers.size());
+  EXPECT_EQ(step0.gathers.front().start, Time::zero());
+  const double gather = (use1.gathers.front().end - use1.gathers.front().start).seconds();
+  EXPECT_NEAR(use1.step_s - step1.step_s, gather, 1e-6 * use1.step_s);
 }
 
 // A step graph carries its gathers: built with the setting on and run with it off (a graph file
