@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "workloads/program.hpp"
+#include "workloads/strategies.hpp"
 
 namespace dtsim::planning {
 
@@ -212,12 +213,17 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
       if (par.zero >= 1 && par.zero < 3) {
         // After the optimizer step; with overlap_param_gather under the next first forward pass,
         // which hides all but a bucket's worth (docs/model.md). A rough bound, stage by stage: the
-        // simulation also passes a stage's wait down the pipeline (1F1B) or hides it in the
-        // warm-up (interleaved), and Megatron buckets only the first stage's first chunk.
+        // simulation also passes a first-use wait down the pipeline (1F1B), and Megatron buckets
+        // only the first stage's first chunk. A later stage's one bucket, dispatched as the step
+        // starts (param_gather_start step or aligned), runs while its first activation comes
+        // through the stages before it.
         const double g = collective_s(CollOp::allgather, group, f.dense_params * param_bytes) * share;
         const double gather_buckets = s == 0 ? std::max(1.0, std::ceil(f.dense_params * grad_bytes / bucket)) : 1.0;
         const bool overlapped = par.overlap_param_gather && par.dp_impl == workloads::DpImpl::ddp;
-        dp_s[s] += overlapped ? std::max(g / gather_buckets, g - fwd[s]) : g;
+        double fill = 0;
+        for (std::size_t j = 0; j < s; ++j) fill += fwd[j];
+        const bool early = s > 0 && workloads::param_gather_start(par) != workloads::ParamGatherStart::first_use;
+        dp_s[s] += !overlapped ? g : early ? std::max(0.0, g - fill) : std::max(g / gather_buckets, g - fwd[s]);
       }
       if (par.zero >= 3) {
         for (const auto& [params, times] : zero3_layers[s]) {

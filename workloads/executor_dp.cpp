@@ -1,4 +1,5 @@
 #include "workloads/executor_engine.hpp"
+#include "workloads/strategies.hpp"
 
 #include <limits>
 
@@ -28,11 +29,7 @@ void Engine::ps_update(Executor& e) {
 int Engine::first_gathers_allowed(const StepInputs& in) {
   // ZeRO-3 / FSDP: the first layer's gather starts with the step.
   if (in.parallel.zero >= 3) return 0;
-  ParamGatherStart start = in.parallel.param_gather_start;
-  if (start == ParamGatherStart::automatic) {
-    start = in.parallel.schedule == PipelineSchedule::interleaved_1f1b ? ParamGatherStart::aligned : ParamGatherStart::first_use;
-  }
-  switch (start) {
+  switch (param_gather_start(in.parallel)) {
     // --align-param-gather (Megatron-Core 0.9 and later, on by default with the interleaved
     // schedule): every stage dispatches its model chunks' buckets when its schedule starts
     // (megatron/core/pipeline_parallel/schedules.py, "Synchronize params for first two model

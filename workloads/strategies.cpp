@@ -84,6 +84,11 @@ bool overlaps_param_gather(const StepInputs& in, const Layout& lay) {
          in.parallel.dp_impl == DpImpl::ddp;
 }
 
+ParamGatherStart param_gather_start(const ParallelSpec& par) {
+  if (par.param_gather_start != ParamGatherStart::automatic) return par.param_gather_start;
+  return par.schedule == PipelineSchedule::interleaved_1f1b ? ParamGatherStart::aligned : ParamGatherStart::first_use;
+}
+
 std::vector<double> param_gather_buckets(const std::vector<double>& layer_params, double cap_params) {
   // megatron/core/distributed/param_and_grad_buffer.py fills buckets walking the parameters in
   // reverse and closes one once it holds at least bucket_size parameters, so the bucket holding the
