@@ -88,6 +88,7 @@ struct Dataset {
   std::vector<std::string> inputs;
   std::vector<std::string> notes;                   // points left out and why
   int failed_points = 0;                            // records with status error or skipped
+  int power_points = 0;                             // power-suite records: read, nothing fitted to them yet
   bool empty() const { return gemm.empty() && memory.empty() && overhead.empty() && links.empty() && collectives.empty(); }
 };
 

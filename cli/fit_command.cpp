@@ -143,6 +143,11 @@ int run(const Options& o) {
   std::printf("dtsim fit: %zu GEMM, %zu memory, %zu overhead, %zu host-link and %zu collective points from %zu input(s)%s\n",
               data.gemm.size(), data.memory.size(), data.overhead.size(), data.links.size(), data.collectives.size(), data.inputs.size(),
               data.failed_points ? fmt::format(" ({} recorded failures left out)", data.failed_points).c_str() : "");
+  if (data.power_points > 0) {
+    std::printf("%d power-suite point(s) (GEMM time against its share of the time) read and not fitted: no model constant comes from them yet "
+                "(docs/calibration.md)\n",
+                data.power_points);
+  }
   if (!data.device_name.empty()) std::printf("device: %s; presets: gpu %s, node %s\n", data.device_name.c_str(),
                                              fit->gpu_preset.empty() ? "-" : fit->gpu_preset.c_str(),
                                              fit->node_preset.empty() ? "-" : fit->node_preset.c_str());

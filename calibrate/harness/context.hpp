@@ -69,6 +69,7 @@ void register_memory(Context& ctx);
 void register_overhead(Context& ctx);
 void register_hostlink(Context& ctx);
 void register_nccl(Context& ctx);
+void register_power(Context& ctx);
 
 // Growable device buffers reused across points; contents are random (never zeros).
 class Arena {

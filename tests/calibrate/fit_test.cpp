@@ -259,6 +259,32 @@ TEST(Fit, UnknownSuitesAndOtherToolsNameFileAndLine) {
   EXPECT_FALSE(fit_profile(Dataset{}, FitOptions{}).ok());
 }
 
+// The power suite's records (GEMM time against its share of the time) are read and counted, and
+// nothing is fitted to them: the profile from GEMM records alone is the same with them.
+TEST(Fit, PowerSuiteRecordsAreCountedNotFitted) {
+  std::vector<json> recs;
+  for (std::int64_t s : {1024, 2048, 4096, 8192}) {
+    recs.push_back(record("gemm", "gemm/bf16/NT/" + std::to_string(s), {{"dtype", "bf16"}, {"m", s}, {"n", s}, {"k", s}},
+                          2.0 * s * s * s / 600e12));
+  }
+  const std::string path = temp("gemm-only.jsonl"), with = temp("gemm-power.jsonl");
+  {
+    std::ofstream f(path), g(with);
+    for (const auto& r : recs) f << r.dump() << "\n", g << r.dump() << "\n";
+    g << record("power", "power/bf16/NT/8192x8192x8192/gemms=1/copies=8", {{"dtype", "bf16"}, {"gemms", 1}, {"copies", 8}}, 1.4e-3).dump()
+      << "\n";
+  }
+  Dataset alone, both;
+  ASSERT_TRUE(add_records(alone, *read_records(path)).ok());
+  ASSERT_TRUE(add_records(both, *read_records(with)).ok());
+  EXPECT_EQ(both.power_points, 1);
+  EXPECT_EQ(both.gemm.size(), alone.gemm.size());
+  auto a = fit_profile(alone, FitOptions{});
+  auto b = fit_profile(both, FitOptions{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->params, b->params);
+}
+
 TEST(Fit, FailedPointsAreLeftOutAndNoted) {
   json bad = record("gemm", "gemm/fp8/odd", {{"dtype", "fp8"}, {"m", 7}, {"n", 7}, {"k", 7}}, 1e-3);
   bad["status"] = "error";
