@@ -89,12 +89,6 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
     if (!suites.count(r.suite)) {
       return Error(fmt::format("{}: unknown suite '{}' (gemm, memory, overhead, hostlink, nccl, power)", r.where(), r.suite));
     }
-    // The power suite measures the GEMM rate against its share of the time under the power cap;
-    // no model constant is fitted to it yet (docs/calibration.md), so it is counted, not used.
-    if (r.suite == "power") {
-      ++d.power_points;
-      continue;
-    }
     if (d.device.empty() && !r.device.empty()) {
       d.device = r.device;
       if (r.device.contains("name") && r.device["name"].is_string()) d.device_name = r.device["name"].get<std::string>();
@@ -103,6 +97,12 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
     if (!r.ok()) {
       ++d.failed_points;
       d.notes.push_back(fmt::format("{}: {} '{}' was not measured ({}: {})", r.where(), r.suite, r.point, r.status, r.error));
+      continue;
+    }
+    // The power suite measures the GEMM rate against its share of the time under the power cap;
+    // no model constant is fitted to it yet (docs/calibration.md), so it is counted, not used.
+    if (r.suite == "power") {
+      ++d.power_points;
       continue;
     }
     DTSIM_TRY(t, positive_time(r));

@@ -389,14 +389,8 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
       p.tp_overlap = *v;
     }
     if (auto v = pr->boolean("overlap_param_gather")) p.overlap_param_gather = *v;
-    if (auto v = enum_field(*pr, "param_gather_start", workloads::ParamGatherStart::automatic, workloads::parse_param_gather_start,
-                            "auto, step, first-use, aligned")) {
-      // Megatron-LM turns align_param_gather off unless the schedule is interleaved (arguments.py).
-      if (*v == workloads::ParamGatherStart::aligned && p.schedule != workloads::PipelineSchedule::interleaved_1f1b) {
-        pr->error("param_gather_start", "aligned needs schedule: interleaved-1f1b (Megatron-LM turns --align-param-gather off for the other schedules)");
-      }
-      p.param_gather_start = *v;
-    }
+    auto start = enum_field(*pr, "param_gather_start", workloads::ParamGatherStart::automatic, workloads::parse_param_gather_start, "auto, step, first-use, aligned");
+    if (start) p.param_gather_start = *start;
     if (auto v = pr->boolean("overlap_p2p")) p.overlap_p2p = *v;
     if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
                             "ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server")) {

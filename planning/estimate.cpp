@@ -221,7 +221,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
         const double gather_buckets = s == 0 ? std::max(1.0, std::ceil(f.dense_params * grad_bytes / bucket)) : 1.0;
         const bool overlapped = par.overlap_param_gather && par.dp_impl == workloads::DpImpl::ddp;
         double fill = 0;
-        for (std::size_t j = 0; j < s; ++j) fill += fwd[j];
+        for (std::size_t j = 0; j < s; ++j) fill += fwd[j] / v;  // chunk 0 of each stage before it
         const bool early = s > 0 && workloads::param_gather_start(par) != workloads::ParamGatherStart::first_use;
         dp_s[s] += !overlapped ? g : early ? std::max(0.0, g - fill) : std::max(g / gather_buckets, g - fwd[s]);
       }

@@ -3,6 +3,8 @@
 #include <string>
 #include <variant>
 
+#include "workloads/strategies.hpp"
+
 namespace dtsim::workloads {
 
 std::vector<std::string> settings_without_effect(const StepInputs& in, const Layout& lay) {
@@ -37,9 +39,10 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
     out.push_back("parallel.overlap_param_gather has no effect with dp_impl: " + std::string(to_string(par.dp_impl)) +
                   " (Megatron-LM runs it only with the overlapped gradient reduction, dp_impl: ddp)");
   }
-  const bool gathers_overlap = par.overlap_param_gather && par.zero >= 1 && par.zero <= 2 && lay.grad_dp() > 1 && par.dp_impl == DpImpl::ddp;
-  if (par.param_gather_start != ParamGatherStart::automatic && !gathers_overlap) {
+  if (par.param_gather_start != ParamGatherStart::automatic && !overlaps_param_gather(in, lay)) {
     out.push_back("parallel.param_gather_start has no effect without an overlapped parameter all-gather (parallel.overlap_param_gather with zero 1 or 2, dp_impl: ddp and more than one data-parallel rank)");
+  } else if (par.param_gather_start == ParamGatherStart::aligned && par.schedule != PipelineSchedule::interleaved_1f1b) {
+    out.push_back("parallel.param_gather_start: aligned runs as first-use without schedule: interleaved-1f1b (Megatron-LM turns --align-param-gather off for the other schedules)");
   }
   if (par.overlap_p2p && lay.pp() == 1) {
     out.push_back("parallel.overlap_p2p has no effect with pp = 1 (there are no pipeline transfers)");

@@ -85,8 +85,13 @@ bool overlaps_param_gather(const StepInputs& in, const Layout& lay) {
 }
 
 ParamGatherStart param_gather_start(const ParallelSpec& par) {
-  if (par.param_gather_start != ParamGatherStart::automatic) return par.param_gather_start;
-  return par.schedule == PipelineSchedule::interleaved_1f1b ? ParamGatherStart::aligned : ParamGatherStart::first_use;
+  const bool interleaved = par.schedule == PipelineSchedule::interleaved_1f1b;
+  // Megatron-LM turns --align-param-gather off unless the schedule is interleaved (arguments.py),
+  // so `aligned` runs as first-use there (noted, notes.cpp).
+  if (par.param_gather_start == ParamGatherStart::automatic || (par.param_gather_start == ParamGatherStart::aligned && !interleaved)) {
+    return interleaved ? ParamGatherStart::aligned : ParamGatherStart::first_use;
+  }
+  return par.param_gather_start;
 }
 
 std::vector<double> param_gather_buckets(const std::vector<double>& layer_params, double cap_params) {

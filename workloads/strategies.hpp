@@ -34,7 +34,8 @@ void zero3_gather(StageWriter& w, const StepInputs& in, const Layout& lay, doubl
 // parameters of each model chunk are all-gathered bucket by bucket in forward order, a bucket
 // waited for before the first layer that holds its parameters in the chunk's first forward pass.
 bool overlaps_param_gather(const StepInputs& in, const Layout& lay);
-// parallel.param_gather_start with `auto` resolved: aligned under interleaved 1F1B, else first-use.
+// parallel.param_gather_start with `auto` resolved: aligned under interleaved 1F1B, else first-use
+// (also for `aligned` without interleaving, which Megatron-LM does not allow).
 ParamGatherStart param_gather_start(const ParallelSpec& par);
 // The chunk's buckets, from its layers' parameters in forward order: Megatron-Core's rule (walk the
 // parameters from the end, close a bucket once it holds `cap_params`), at layer granularity. For

@@ -235,11 +235,12 @@ int main(int argc, char** argv) {
     dtsim::harness::register_memory(ctx);
     dtsim::harness::register_gemm(ctx);
     dtsim::harness::register_hostlink(ctx);
-    dtsim::harness::register_power(ctx);  // last: it holds the GPU at its power cap for half a minute
   }
 #ifdef DTSIM_HAVE_NCCL
   dtsim::harness::register_nccl(ctx);
 #endif
+  // Last: it holds the GPU at its power cap for half a minute.
+  if (!boot->mpi()) dtsim::harness::register_power(ctx);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   if (boot->rank() == 0) {

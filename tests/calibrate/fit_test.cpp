@@ -271,13 +271,20 @@ TEST(Fit, PowerSuiteRecordsAreCountedNotFitted) {
   {
     std::ofstream f(path), g(with);
     for (const auto& r : recs) f << r.dump() << "\n", g << r.dump() << "\n";
-    g << record("power", "power/bf16/NT/8192x8192x8192/gemms=1/copies=8", {{"dtype", "bf16"}, {"gemms", 1}, {"copies", 8}}, 1.4e-3).dump()
+    g << record("power", "power/bf16/NT/8192x8192x8192/share=0.50/burst=1", {{"dtype", "bf16"}, {"gemms", 1}, {"copies", 8}}, 1.4e-3).dump()
       << "\n";
+    // A skipped power point (a GPU without bf16) is a failure left out, not a point read.
+    json skipped = record("power", "power/bf16", {{"dtype", "bf16"}}, 1e-3);
+    skipped["status"] = "skipped";
+    skipped["error"] = "bf16 needs compute capability 8.0 (Ampere) or newer";
+    skipped.erase("result");
+    g << skipped.dump() << "\n";
   }
   Dataset alone, both;
   ASSERT_TRUE(add_records(alone, *read_records(path)).ok());
   ASSERT_TRUE(add_records(both, *read_records(with)).ok());
   EXPECT_EQ(both.power_points, 1);
+  EXPECT_EQ(both.failed_points, 1);
   EXPECT_EQ(both.gemm.size(), alone.gemm.size());
   auto a = fit_profile(alone, FitOptions{});
   auto b = fit_profile(both, FitOptions{});

@@ -149,7 +149,9 @@ TEST(ParamGather, StepStartHidesALaterStagesGatherUnderThePipelineFill) {
   EXPECT_EQ(step1.gathers.front().start, Time::zero());
   EXPECT_LE(step1.gathers.front().end, step0.sends.front().end) << "the gather is in before the first activation";
   // Stage 0 dispatches its first bucket at the start under both rules, and the same buckets.
+  ASSERT_FALSE(use0.gathers.empty());
   EXPECT_EQ(step0.gathers.size(), use0.gathers.size());
+  EXPECT_EQ(use0.gathers.front().start, Time::zero());
   EXPECT_EQ(step0.gathers.front().start, Time::zero());
   const double gather = (use1.gathers.front().end - use1.gathers.front().start).seconds();
   EXPECT_NEAR(use1.step_s - step1.step_s, gather, 1e-6 * use1.step_s);
