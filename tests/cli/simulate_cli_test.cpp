@@ -482,6 +482,15 @@ void expect_refused_at(const std::string& name, const std::string& yaml, int lin
   EXPECT_NE(r.out.find(key), std::string::npos) << r.out;
 }
 
+// A configuration `yaml` (written to `name`) runs (exit 0) and its output says `note`.
+void expect_noted(const std::string& name, const std::string& yaml, const std::string& note) {
+  const std::string file = temp(name);
+  std::ofstream(file) << yaml;
+  const Result r = run("simulate " + file);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(note), std::string::npos) << r.out;
+}
+
 // parallel.overlap_param_gather (Megatron-Core's --overlap-param-gather): the GPT-3 175B example
 // (zero 1, interleaved 1F1B over 128 nodes) moves its parameter all-gather under the next forward
 // pass, so its exposed data-parallel time and its step shrink, and the JSON echoes the setting;
@@ -507,12 +516,10 @@ TEST(SimulateCli, ParamGatherStartIsEchoedNotedAndCheckedAtItsLine) {
   EXPECT_EQ(step["config"]["parallel"]["param_gather_start"].get<std::string>(), "step");
   const auto [plain_out, plain] = gpt3_example_with(" --set parallel.param_gather_start=step", "gather-start-alone.json");
   EXPECT_NE(plain_out.find("parallel.param_gather_start has no effect without an overlapped parameter all-gather"), std::string::npos) << plain_out;
-  const std::string aligned = temp("gather-aligned-1f1b.yaml");
-  std::ofstream(aligned) << "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
-                            "parallel: {pp: 2, zero: 1, overlap_param_gather: true, param_gather_start: aligned}\n";
-  const Result noted = run("simulate " + aligned);
-  EXPECT_EQ(noted.code, 0) << noted.out;
-  EXPECT_NE(noted.out.find("parallel.param_gather_start: aligned runs as first-use"), std::string::npos) << noted.out;
+  expect_noted("gather-aligned-1f1b.yaml",
+               "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+               "parallel: {pp: 2, zero: 1, overlap_param_gather: true, param_gather_start: aligned}\n",
+               "parallel.param_gather_start: aligned runs as first-use");
   expect_refused_at("gather-start-bad.yaml",
                     "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
                     "parallel: {zero: 1, overlap_param_gather: true, param_gather_start: soon}\n",
@@ -525,12 +532,10 @@ TEST(SimulateCli, ParamGatherStartIsEchoedNotedAndCheckedAtItsLine) {
 // noted as without effect; a bad value is refused at its line.
 TEST(SimulateCli, OverlappedPipelineSendsShortenTheStepAndAreCheckedAtTheirLine) {
   expect_shortens_and_echoes("overlap_p2p");
-  const std::string one = temp("p2p-pp1.yaml");
-  std::ofstream(one) << "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-1.3b\ntraining: {global_batch: 8}\n"
-                        "parallel: {tp: 8, overlap_p2p: true}\n";
-  const Result noted = run("simulate " + one);
-  EXPECT_EQ(noted.code, 0) << noted.out;
-  EXPECT_NE(noted.out.find("parallel.overlap_p2p has no effect with pp = 1"), std::string::npos) << noted.out;
+  expect_noted("p2p-pp1.yaml",
+               "cluster: {node: dgx-h100, nodes: 1}\nmodel: gpt3-1.3b\ntraining: {global_batch: 8}\n"
+               "parallel: {tp: 8, overlap_p2p: true}\n",
+               "parallel.overlap_p2p has no effect with pp = 1");
   expect_refused_at("p2p-bad.yaml",
                     "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
                     "parallel: {pp: 2, overlap_p2p: sometimes}\n",
