@@ -180,7 +180,10 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
   const double param_bytes = mixed ? 2.0 : 4.0;
   const int dp = lay->grad_dp();  // gradients reduced, optimizer sharded, over dp x cp
   std::vector<double> dp_s(stages, 0), opt_s(stages, 0);
+  const workloads::ParamGatherStart gather_start = workloads::param_gather_start(par);
+  double fill = 0;  // the first chunk's forward passes of the stages before s
   for (std::size_t s = 0; s < stages; ++s) {
+    if (s > 0) fill += fwd[s - 1] / v;
     const workloads::StageFootprint& f = out.memory.stages[s];
     const workloads::Coords first{0, 0, 0, static_cast<int>(s)};
     const std::vector<int> group = lay->grad_group(first);
@@ -219,11 +222,13 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
         // through the stages before it.
         const double g = collective_s(CollOp::allgather, group, f.dense_params * param_bytes) * share;
         const double gather_buckets = s == 0 ? std::max(1.0, std::ceil(f.dense_params * grad_bytes / bucket)) : 1.0;
-        const bool overlapped = par.overlap_param_gather && par.dp_impl == workloads::DpImpl::ddp;
-        double fill = 0;
-        for (std::size_t j = 0; j < s; ++j) fill += fwd[j] / v;  // chunk 0 of each stage before it
-        const bool early = s > 0 && workloads::param_gather_start(par) != workloads::ParamGatherStart::first_use;
-        dp_s[s] += !overlapped ? g : early ? std::max(0.0, g - fill) : std::max(g / gather_buckets, g - fwd[s]);
+        if (!workloads::overlaps_param_gather(in, *lay)) {
+          dp_s[s] += g;
+        } else if (s > 0 && gather_start != workloads::ParamGatherStart::first_use) {
+          dp_s[s] += std::max(0.0, g - fill);
+        } else {
+          dp_s[s] += std::max(g / gather_buckets, g - fwd[s]);
+        }
       }
       if (par.zero >= 3) {
         for (const auto& [params, times] : zero3_layers[s]) {

@@ -1,7 +1,8 @@
 #include "workloads/executor_engine.hpp"
-#include "workloads/strategies.hpp"
 
 #include <limits>
+
+#include "workloads/strategies.hpp"
 
 namespace dtsim::workloads::detail {
 

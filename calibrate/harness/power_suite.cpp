@@ -58,8 +58,16 @@ struct Kernels {
     DTSIM_CUDA(gpu::copy(copy_buf, copy_buf + kCopyBytes, kCopyBytes, s));
     return {};
   }
-  Status run_pattern(const PowerPattern& p, cudaStream_t s) {
+  // One repetition: the GEMM burst, then the copies; `before` and `between`, when given, are
+  // recorded before the burst and after it.
+  Status run_pattern(const PowerPattern& p, cudaStream_t s, cudaEvent_t before = nullptr, cudaEvent_t between = nullptr) {
+    if (before != nullptr) {
+      DTSIM_CUDA(cudaEventRecord(before, s));
+    }
     for (int i = 0; i < p.gemms; ++i) DTSIM_CHECK(run_gemm(s));
+    if (between != nullptr) {
+      DTSIM_CUDA(cudaEventRecord(between, s));
+    }
     for (int i = 0; i < p.copies; ++i) DTSIM_CHECK(run_copy(s));
     return {};
   }
@@ -82,12 +90,7 @@ Expected<nlohmann::json> measure(Kernels& k, const PowerPattern& p, int warm_rep
   auto end = pool.next();
   if (!end) return end.error();
   for (int i = 0; i < warm_reps; ++i) DTSIM_CHECK(k.run_pattern(p, s));
-  for (int i = 0; i < reps; ++i) {
-    DTSIM_CUDA(cudaEventRecord(start[static_cast<std::size_t>(i)], s));
-    for (int g = 0; g < p.gemms; ++g) DTSIM_CHECK(k.run_gemm(s));
-    DTSIM_CUDA(cudaEventRecord(mid[static_cast<std::size_t>(i)], s));
-    for (int c = 0; c < p.copies; ++c) DTSIM_CHECK(k.run_copy(s));
-  }
+  for (int i = 0; i < reps; ++i) DTSIM_CHECK(k.run_pattern(p, s, start[static_cast<std::size_t>(i)], mid[static_cast<std::size_t>(i)]));
   DTSIM_CUDA(cudaEventRecord(*end, s));
   DTSIM_CUDA(cudaEventSynchronize(*end));
   double gemm_s = 0, copy_s = 0;
