@@ -219,6 +219,21 @@ TEST(PublishedNccl, HealthyH100InfinibandLargeMessages) {
   }
 }
 
+// The same claim on RoCE (held out): 2 Oracle Cloud BM.GPU.H100.8 on OCI's RoCE v2 cluster network,
+// NCCL 2.21.5, its default (the NVLS tree), 1-16 GiB, 445-465 GB/s measured.
+TEST(PublishedNccl, HealthyH100RoceLargeMessages) {
+  const std::string cluster = std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/oci-h100-roce-2node.yaml";
+  const auto c = compare_log("all_reduce_perf-2x-h100-oci-roce.log", cluster, std::nullopt, std::nullopt);
+  EXPECT_EQ(c.gpus, 16);
+  int checked = 0;
+  for (const auto& p : c.points) {
+    EXPECT_LT(std::fabs(p.error()), 0.10) << p.bytes;
+    EXPECT_EQ(p.algo, "nvls/Simple") << p.bytes;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);  // 1, 2, 4, 8 and 16 GiB
+}
+
 // The same servers as 4 VMs (nccl-tests#309, qoofyk, NCCL 2.26.2): the measured time jumps from 82
 // to 132 us between 1 and 2 MiB, where NCCL's tuner leaves the tree (LL128) for the NVLS tree. Its
 // model charges the tree's bandwidth its treeCorrectionFactor (.6 at 1-2 MiB with LL128) and the
