@@ -181,18 +181,24 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
 // node once, so a ring is bounded by one node's NICs, 8 x 25 = 200 GB/s; dtsim's ring gives 174).
 // Below 1 GiB the run pays TCPXO's per-message costs, which dtsim does not model
 // (docs/validation.md), and is not checked.
-TEST(PublishedNccl, TwoA3MegaVmsOverTcpxoLargeMessages) {
-  const std::string cluster = std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/gcp-a3-mega-2node.yaml";
-  const auto c = compare_log("all_reduce_perf-2x-h100-a3mega-tcpxo.log", cluster, std::nullopt, std::nullopt);
-  EXPECT_EQ(c.gpus, 16);
+// A 2-node log run on a cluster file: every size from `from` within 10%, run by an algorithm whose
+// name starts with `algo`; returns how many sizes were checked.
+int expect_two_nodes_within_10_percent(const char* log, const char* cluster_file, std::int64_t from, const std::string& algo) {
+  const auto c = compare_log(log, std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/" + cluster_file, std::nullopt, std::nullopt);
+  EXPECT_EQ(c.gpus, 16) << log;
   int checked = 0;
   for (const auto& p : c.points) {
-    if (p.bytes < (std::int64_t{1} << 30)) continue;
-    EXPECT_LT(std::fabs(p.error()), 0.10) << p.bytes;
-    EXPECT_EQ(p.algo.rfind("tree/", 0), 0u) << p.bytes << " " << p.algo;
+    if (p.bytes < from) continue;
+    EXPECT_LT(std::fabs(p.error()), 0.10) << log << " " << p.bytes;
+    EXPECT_EQ(p.algo.rfind(algo, 0), 0u) << log << " " << p.bytes << " " << p.algo;
     ++checked;
   }
-  EXPECT_EQ(checked, 4);  // 1, 2, 4 and 8 GiB
+  return checked;
+}
+
+TEST(PublishedNccl, TwoA3MegaVmsOverTcpxoLargeMessages) {
+  // 1, 2, 4 and 8 GiB
+  EXPECT_EQ(expect_two_nodes_within_10_percent("all_reduce_perf-2x-h100-a3mega-tcpxo.log", "gcp-a3-mega-2node.yaml", std::int64_t{1} << 30, "tree/"), 4);
 }
 
 // Healthy H100 clusters with 8 x 400 Gb/s InfiniBand per node (nccl-tests#309 and dstack's Nebius
@@ -222,16 +228,8 @@ TEST(PublishedNccl, HealthyH100InfinibandLargeMessages) {
 // The same claim on RoCE (held out): 2 Oracle Cloud BM.GPU.H100.8 on OCI's RoCE v2 cluster network,
 // NCCL 2.21.5, its default (the NVLS tree), 1-16 GiB, 445-465 GB/s measured.
 TEST(PublishedNccl, HealthyH100RoceLargeMessages) {
-  const std::string cluster = std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/oci-h100-roce-2node.yaml";
-  const auto c = compare_log("all_reduce_perf-2x-h100-oci-roce.log", cluster, std::nullopt, std::nullopt);
-  EXPECT_EQ(c.gpus, 16);
-  int checked = 0;
-  for (const auto& p : c.points) {
-    EXPECT_LT(std::fabs(p.error()), 0.10) << p.bytes;
-    EXPECT_EQ(p.algo, "nvls/Simple") << p.bytes;
-    ++checked;
-  }
-  EXPECT_EQ(checked, 5);  // 1, 2, 4, 8 and 16 GiB
+  // 1, 2, 4, 8 and 16 GiB
+  EXPECT_EQ(expect_two_nodes_within_10_percent("all_reduce_perf-2x-h100-oci-roce.log", "oci-h100-roce-2node.yaml", 0, "nvls/Simple"), 5);
 }
 
 // The same servers as 4 VMs (nccl-tests#309, qoofyk, NCCL 2.26.2): the measured time jumps from 82
