@@ -124,6 +124,13 @@ bool Planner::ll128_by_default(const Layout& lay) const {
   return lo == hi && (lo == 70 || lo == 80 || lo == 90 || lo == 100);
 }
 
+bool Planner::ampere_nvlink_node(const Layout& lay) const {
+  if (lay.nodes.size() != 1) return false;
+  const hw::NodeSpec& spec = topo_.node_template(lay.nodes[0].node).spec();
+  const int cc = hw::compute_capability_code(spec.gpu);
+  return cc >= 80 && cc < 90 && spec.nvlink_topology != hw::NvlinkTopology::none;
+}
+
 std::vector<ChannelSearch> Planner::channel_searches(const Layout& lay) const {
   std::vector<ChannelSearch> nodes;
   if (lay.nodes.size() <= 1) return nodes;

@@ -147,6 +147,9 @@ class Planner {
   // Volta, Ampere and Hopper, all GPUs alike, NVLink inside the nodes, and across nodes a NIC the
   // GPUs reach without host memory). A request that names LL128 runs it anyway (NCCL_PROTO).
   bool ll128_by_default(const Layout& lay) const;
+  // One node of Ampere GPUs (compute capability 8.x) joined by NVLink: where a ring LL128
+  // all-reduce reaches ring_ll128_achieved_sm80_nvlink, not NCCL's model's rate.
+  bool ampere_nvlink_node(const Layout& lay) const;
   // What NCCL's topology search sees on each node of a multi-node communicator (empty on one node
   // or without a NIC). Layout::searches holds it.
   std::vector<ChannelSearch> channel_searches(const Layout& lay) const;

@@ -614,6 +614,52 @@ TEST(PerChannelCaps, RingLl128StaysUnderItsCapAndRunsAtPoint7WithOneGpuPerNode) 
   EXPECT_NEAR(S / lone_data / GB, 0.7 * 64, 0.002 * 0.7 * 64);
 }
 
+// On one node of Ampere GPUs (compute capability 8.0) over NVLink, a ring LL128 all-reduce moves
+// its data at ring.LL128.achieved_factor.sm80_nvlink of the links' rate (0.63, measured on 8 A100:
+// data/registry.yaml), where NCCL's model says 0.92; the tuner still sees 0.92
+// (tuner_bytes_fraction), so the automatic choice is the one NCCL's model makes. Hopper (9.0) and
+// other collectives keep 0.92. Same fixture, only the compute capability differs: the data times
+// (simulated - latency) are in the ratio 0.92 / 0.63.
+TEST(RingLl128, AmpereNvlinkRunsAtTheMeasuredFractionAndTheTunerStillSeesNcclsModel) {
+  auto node = [](const char* cc) {
+    auto n = nvswitch_node();
+    n.gpu.compute_capability = cc;
+    n.nvls = false;
+    return n;
+  };
+  auto data_time = [](Fixture& f, CollOp op) {
+    const Plan p = f.plan(op, Bytes(std::int64_t{1} << 30), Algo::ring, Protocol::ll128);
+    return std::pair{f.simulate(p) - p.phases.front().groups.front().latency.seconds(), p.tuner_bytes_fraction};
+  };
+  Fixture ampere(cluster(node("8.0"), 1, hw::FabricKind::single_switch));
+  Fixture hopper(cluster(node("9.0"), 1, hw::FabricKind::single_switch));
+  const auto [a, a_fraction] = data_time(ampere, CollOp::allreduce);
+  const auto [h, h_fraction] = data_time(hopper, CollOp::allreduce);
+  EXPECT_NEAR(a / h, 0.92 / 0.63, 1e-6);
+  EXPECT_NEAR(a_fraction, 0.63 / 0.92, 1e-12);
+  EXPECT_EQ(h_fraction, 1.0);
+  // An all-gather on Ampere is not changed.
+  EXPECT_NEAR(data_time(ampere, CollOp::allgather).first, data_time(hopper, CollOp::allgather).first, 1e-9);
+  // The automatic choice is NCCL's model's: the same as with the achieved fraction at 0.92.
+  Fixture modelled(cluster(node("8.0"), 1, hw::FabricKind::single_switch));
+  modelled.params.ring_ll128_achieved_sm80_nvlink = 0.92;
+  Planner as_modelled(modelled.topo, modelled.router, modelled.params);
+  int ll128 = 0;
+  for (std::int64_t bytes = 1024; bytes <= (std::int64_t{1} << 30); bytes *= 2) {
+    CollectiveRequest req;
+    req.op = CollOp::allreduce;
+    req.size = Bytes(bytes);
+    for (int i = 0; i < 8; ++i) req.ranks.push_back(i);
+    auto measured = ampere.planner.plan(req);
+    auto model = as_modelled.plan(req);
+    ASSERT_TRUE(measured.ok() && model.ok());
+    EXPECT_EQ(measured->algo, model->algo) << bytes;
+    EXPECT_EQ(measured->protocol, model->protocol) << bytes;
+    ll128 += measured->protocol == Protocol::ll128 ? 1 : 0;
+  }
+  EXPECT_GT(ll128, 0);  // the sizes where LL128 is chosen exist in this fixture
+}
+
 TEST(Auto, Ll128OnlyWhereNcclEnablesItByDefault) {
   // v2.18.5 tuning.cc: LL128 by default only on compute capability 7.0, 8.0 and 9.0 (all GPUs
   // alike) with NVLink inside the node; a request naming it still runs it (NCCL_PROTO=LL128).
