@@ -362,6 +362,12 @@ struct CollectiveFit::State {
           auto t = [&, algo = a, proto = p](double bytes) { return sim->time(state_, g.op, static_cast<std::int64_t>(bytes), algo, proto); };
           const std::string pair = fmt::format("{}/{}", comm::to_string(a), comm::to_string(p));
           if (bw.valid() && claim(bw, suite, pair) && re.line.beta > 0) {
+            // A fitted LL128 ring rate is the measured one: the A100's measured ratio to NCCL's
+            // model (a default) must not scale it again, in the fit or in the profile.
+            if (bw.name == "ring.LL128.bandwidth_factor" && state_.comm.ring_ll128_achieved_ratio_sm80_nvlink != 1.0) {
+              state_.comm.ring_ll128_achieved_ratio_sm80_nvlink = 1.0;
+              res_.params["comm.ring.LL128.achieved_ratio.sm80_nvlink"] = fraction_text(1.0);
+            }
             const double hi = std::max(re.to, 1024.0);
             auto l0 = t(0), t1 = t(hi);
             if (!l0) return l0.error();

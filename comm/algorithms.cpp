@@ -67,11 +67,12 @@ void Planner::add_ring(const Layout& lay, CollOp op, Protocol proto, Bytes size,
     }
   });
   factor = tuned.factor;
-  // On one node of Ampere GPUs over NVLink a ring LL128 all-reduce moves its data at the measured
-  // fraction, slower than NCCL's model (data/registry.yaml); the tuner still sees its model's rate.
-  if (proto == Protocol::ll128 && all_reduce && ampere_nvlink_node(lay) && params_.ring_ll128_achieved_sm80_nvlink < factor) {
-    plan.tuner_bytes_fraction = params_.ring_ll128_achieved_sm80_nvlink / factor;
-    factor = params_.ring_ll128_achieved_sm80_nvlink;
+  // On one node of A100s over NVLink a ring LL128 all-reduce moves its data at the measured
+  // fraction of NCCL's model (data/registry.yaml); NCCL's tuner still sees its model's rate.
+  if (proto == Protocol::ll128 && all_reduce && a100_nvlink_node(lay)) {
+    const double ratio = params_.ring_ll128_achieved_ratio_sm80_nvlink;
+    factor *= ratio;
+    plan.tuner_speedup = 1.0 / ratio;
   }
 
   // NCCL runs a small message on fewer channels (v2.18.5 enqueue.cc getAlgoInfo), and its kernel

@@ -124,11 +124,10 @@ bool Planner::ll128_by_default(const Layout& lay) const {
   return lo == hi && (lo == 70 || lo == 80 || lo == 90 || lo == 100);
 }
 
-bool Planner::ampere_nvlink_node(const Layout& lay) const {
+bool Planner::a100_nvlink_node(const Layout& lay) const {
   if (lay.nodes.size() != 1) return false;
   const hw::NodeSpec& spec = topo_.node_template(lay.nodes[0].node).spec();
-  const int cc = hw::compute_capability_code(spec.gpu);
-  return cc >= 80 && cc < 90 && spec.nvlink_topology != hw::NvlinkTopology::none;
+  return hw::compute_capability_code(spec.gpu) == 80 && spec.nvlink_topology != hw::NvlinkTopology::none;
 }
 
 std::vector<ChannelSearch> Planner::channel_searches(const Layout& lay) const {
@@ -387,7 +386,8 @@ Expected<Plan> Planner::plan_fixed(const CollectiveRequest& req, const Layout& l
 
 Time Planner::tuner_time(const Plan& plan) const {
   const bool nccl = params_.choice_as_nccl(plan.nodes);
-  const double rate = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? nccl_tree_correction(plan.protocol, plan.size) : 1.0;
+  double rate = nccl && plan.algo == Algo::tree && plan.op == CollOp::allreduce ? nccl_tree_correction(plan.protocol, plan.size) : 1.0;
+  if (nccl) rate *= plan.tuner_speedup;
   const Time total = estimate(plan, false, rate / plan.tuner_bytes_fraction);
   Time key = total - plan.unseen_by_tuner;
   if (nccl && plan.algo == Algo::nvls && plan.nodes > 1) {

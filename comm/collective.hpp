@@ -88,9 +88,13 @@ struct Plan {
   // Part of the latency NCCL's tuner does not model (NVLS per-loop synchronisation); left out, with
   // the channel caps, when the planner picks the algorithm as NCCL's tuner would.
   Time unseen_by_tuner;
-  // The share of the flow groups' bytes NCCL's tuner sees (the message without a chain's pipeline
-  // fill, which its latency + size / bandwidth leaves out); 1 for the other algorithms.
+  // The share of the flow groups' bytes NCCL's tuner sees (the message without a chain's or a
+  // tree's pipeline fill, which its latency + size / bandwidth leaves out); 1 for the others.
   double tuner_bytes_fraction = 1.0;
+  // How much faster NCCL's tuner believes the data moves than dtsim simulates it (ring LL128 on
+  // one A100 node: 1 / ring.LL128.achieved_ratio.sm80_nvlink); only the choice as NCCL makes it
+  // (comm.choice nccl) uses it, `fastest` compares the simulated times.
+  double tuner_speedup = 1.0;
 };
 
 class Planner {
@@ -147,9 +151,9 @@ class Planner {
   // Volta, Ampere and Hopper, all GPUs alike, NVLink inside the nodes, and across nodes a NIC the
   // GPUs reach without host memory). A request that names LL128 runs it anyway (NCCL_PROTO).
   bool ll128_by_default(const Layout& lay) const;
-  // One node of Ampere GPUs (compute capability 8.x) joined by NVLink: where a ring LL128
-  // all-reduce reaches ring_ll128_achieved_sm80_nvlink, not NCCL's model's rate.
-  bool ampere_nvlink_node(const Layout& lay) const;
+  // One node of A100s (compute capability 8.0) joined by NVLink: where a ring LL128 all-reduce
+  // reaches ring_ll128_achieved_ratio_sm80_nvlink of NCCL's model's rate.
+  bool a100_nvlink_node(const Layout& lay) const;
   // What NCCL's topology search sees on each node of a multi-node communicator (empty on one node
   // or without a NIC). Layout::searches holds it.
   std::vector<ChannelSearch> channel_searches(const Layout& lay) const;

@@ -256,11 +256,11 @@ std::vector<ParamInfo> build_table() {
   fraction("ring.LL128.bandwidth_factor", &CommParams::ring_ll128, "bus bandwidth fraction of ring LL128 (120 of 128 bytes are data)", refine);
   fraction("ring.LL128.bandwidth_factor.one_per_node", &CommParams::ring_ll128_one_per_node,
            "bus bandwidth fraction of ring LL128 with fewer than 2 GPUs per node (sending and receiving through one GPU's NIC)", refine);
-  fraction("ring.LL128.achieved_factor.sm80_nvlink", &CommParams::ring_ll128_achieved_sm80_nvlink,
-           "bus bandwidth fraction a ring LL128 all-reduce reaches on one node of Ampere GPUs over NVLink (NCCL's tuner still "
-           "assumes ring.LL128.bandwidth_factor there, and picks LL128 as before)",
-           "fitted: azure-nd-a100-v4-allreduce, 2-16 MiB (NCCL 2.18.5 runs ring LL128 there), least squares in log; NVIDIA/nccl "
-           "PR 2343 finds NCCL's LL128 model 1/0.60 too fast on 2 B200");
+  fraction("ring.LL128.achieved_ratio.sm80_nvlink", &CommParams::ring_ll128_achieved_ratio_sm80_nvlink,
+           "what a ring LL128 all-reduce reaches on one node of A100s (compute capability 8.0) over NVLink, as a fraction of "
+           "ring.LL128.bandwidth_factor (NCCL's model, which the automatic choice with choice nccl still assumes)",
+           "fitted: azure-nd-a100-v4-allreduce, 2-16 MiB (NCCL 2.18.5 runs ring LL128 there), least squares in log, 0.63 of the "
+           "links' effective rate = 0.685 x 0.92; NVIDIA/nccl PR 2343 finds NCCL's LL128 model 1/0.60 too fast on 2 B200");
   fraction("tree.Simple.bandwidth_factor", &CommParams::tree_simple, "bus bandwidth fraction of tree Simple", refine);
   fraction("tree.LL.bandwidth_factor", &CommParams::tree_ll, "bus bandwidth fraction of tree LL", refine);
   fraction("tree.LL128.bandwidth_factor", &CommParams::tree_ll128, "bus bandwidth fraction of tree LL128 on one node (0.92 x 7/9)", refine);

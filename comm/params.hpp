@@ -65,10 +65,10 @@ struct CommParams {
   double ring_ll128 = 0.92;
   // A ring of one GPU per node sends and receives through the same GPU's NIC (NCCL: ppn < 2).
   double ring_ll128_one_per_node = 0.7;
-  // What a ring LL128 all-reduce reaches on one node of Ampere GPUs (compute capability 8.x) over
-  // NVLink, measured (data/registry.yaml); NCCL's tuner still assumes ring_ll128 there, so it
-  // picks LL128 where it did.
-  double ring_ll128_achieved_sm80_nvlink = 0.63;
+  // What a ring LL128 all-reduce reaches on one node of A100s (compute capability 8.0) over
+  // NVLink, as a fraction of NCCL's model (ring_ll128): 0.63 / 0.92, measured (data/registry.yaml).
+  // NCCL's tuner still assumes ring_ll128 there, so it picks LL128 where it did.
+  double ring_ll128_achieved_ratio_sm80_nvlink = 0.685;
   double tree_simple = 0.92;
   double tree_ll = 0.92 / 3.8;
   double tree_ll128 = 0.92 * 7.0 / 9.0;           // one node (NCCL: 7/9)

@@ -614,13 +614,14 @@ TEST(PerChannelCaps, RingLl128StaysUnderItsCapAndRunsAtPoint7WithOneGpuPerNode) 
   EXPECT_NEAR(S / lone_data / GB, 0.7 * 64, 0.002 * 0.7 * 64);
 }
 
-// On one node of Ampere GPUs (compute capability 8.0) over NVLink, a ring LL128 all-reduce moves
-// its data at ring.LL128.achieved_factor.sm80_nvlink of the links' rate (0.63, measured on 8 A100:
-// data/registry.yaml), where NCCL's model says 0.92; the tuner still sees 0.92
-// (tuner_bytes_fraction), so the automatic choice is the one NCCL's model makes. Hopper (9.0) and
-// other collectives keep 0.92. Same fixture, only the compute capability differs: the data times
-// (simulated - latency) are in the ratio 0.92 / 0.63.
-TEST(RingLl128, AmpereNvlinkRunsAtTheMeasuredFractionAndTheTunerStillSeesNcclsModel) {
+// On one node of A100s (compute capability 8.0) over NVLink, a ring LL128 all-reduce moves its
+// data at ring.LL128.achieved_ratio.sm80_nvlink (0.685) of NCCL's model's rate
+// (ring.LL128.bandwidth_factor, 0.92; measured on 8 A100: data/registry.yaml). With choice nccl
+// the tuner still sees the model's rate (tuner_speedup), so the automatic choice is the one
+// NCCL's model makes; with choice fastest it compares the simulated times. Hopper (9.0) and
+// all-gathers keep the model's rate. Same fixture, only the compute capability differs: the
+// data times (simulated - latency) are in the ratio 1 / 0.685.
+TEST(RingLl128, A100NvlinkRunsAtTheMeasuredFractionAndNcclsTunerStillSeesItsModel) {
   auto node = [](const char* cc) {
     auto n = nvswitch_node();
     n.gpu.compute_capability = cc;
@@ -629,35 +630,53 @@ TEST(RingLl128, AmpereNvlinkRunsAtTheMeasuredFractionAndTheTunerStillSeesNcclsMo
   };
   auto data_time = [](Fixture& f, CollOp op) {
     const Plan p = f.plan(op, Bytes(std::int64_t{1} << 30), Algo::ring, Protocol::ll128);
-    return std::pair{f.simulate(p) - p.phases.front().groups.front().latency.seconds(), p.tuner_bytes_fraction};
+    return std::pair{f.simulate(p) - p.phases.front().groups.front().latency.seconds(), p.tuner_speedup};
   };
   Fixture ampere(cluster(node("8.0"), 1, hw::FabricKind::single_switch));
   Fixture hopper(cluster(node("9.0"), 1, hw::FabricKind::single_switch));
-  const auto [a, a_fraction] = data_time(ampere, CollOp::allreduce);
-  const auto [h, h_fraction] = data_time(hopper, CollOp::allreduce);
-  EXPECT_NEAR(a / h, 0.92 / 0.63, 1e-6);
-  EXPECT_NEAR(a_fraction, 0.63 / 0.92, 1e-12);
-  EXPECT_EQ(h_fraction, 1.0);
-  // An all-gather on Ampere is not changed.
+  const auto [a, a_speedup] = data_time(ampere, CollOp::allreduce);
+  const auto [h, h_speedup] = data_time(hopper, CollOp::allreduce);
+  EXPECT_NEAR(a / h, 1 / 0.685, 1e-6);
+  EXPECT_NEAR(a_speedup, 1 / 0.685, 1e-12);
+  EXPECT_EQ(h_speedup, 1.0);
   EXPECT_NEAR(data_time(ampere, CollOp::allgather).first, data_time(hopper, CollOp::allgather).first, 1e-9);
-  // The automatic choice is NCCL's model's: the same as with the achieved fraction at 0.92.
-  Fixture modelled(cluster(node("8.0"), 1, hw::FabricKind::single_switch));
-  modelled.params.ring_ll128_achieved_sm80_nvlink = 0.92;
-  Planner as_modelled(modelled.topo, modelled.router, modelled.params);
-  int ll128 = 0;
-  for (std::int64_t bytes = 1024; bytes <= (std::int64_t{1} << 30); bytes *= 2) {
+  auto request = [](std::int64_t bytes) {
     CollectiveRequest req;
     req.op = CollOp::allreduce;
     req.size = Bytes(bytes);
     for (int i = 0; i < 8; ++i) req.ranks.push_back(i);
-    auto measured = ampere.planner.plan(req);
-    auto model = as_modelled.plan(req);
+    return req;
+  };
+  // choice nccl: the same choice as with the achieved ratio at 1 (NCCL's model).
+  CommParams model_params = ampere.params;
+  model_params.ring_ll128_achieved_ratio_sm80_nvlink = 1.0;
+  Planner as_modelled(ampere.topo, ampere.router, model_params);
+  // choice fastest compares what dtsim simulates: against the same choice at ratio 1, it leaves
+  // ring LL128 somewhere, and only there.
+  CommParams fastest_params = ampere.params;
+  fastest_params.choice = CommParams::Choice::fastest;
+  Planner fastest(ampere.topo, ampere.router, fastest_params);
+  fastest_params.ring_ll128_achieved_ratio_sm80_nvlink = 1.0;
+  Planner fastest_as_modelled(ampere.topo, ampere.router, fastest_params);
+  int ll128 = 0, left = 0;
+  for (std::int64_t bytes = 1024; bytes <= (std::int64_t{1} << 30); bytes *= 2) {
+    auto measured = ampere.planner.plan(request(bytes));
+    auto model = as_modelled.plan(request(bytes));
     ASSERT_TRUE(measured.ok() && model.ok());
     EXPECT_EQ(measured->algo, model->algo) << bytes;
     EXPECT_EQ(measured->protocol, model->protocol) << bytes;
     ll128 += measured->protocol == Protocol::ll128 ? 1 : 0;
+    auto quick = fastest.plan(request(bytes));
+    auto quick_model = fastest_as_modelled.plan(request(bytes));
+    ASSERT_TRUE(quick.ok() && quick_model.ok());
+    if (quick->algo != quick_model->algo || quick->protocol != quick_model->protocol) {
+      ++left;
+      EXPECT_EQ(quick_model->algo, Algo::ring) << bytes;
+      EXPECT_EQ(quick_model->protocol, Protocol::ll128) << bytes;
+    }
   }
-  EXPECT_GT(ll128, 0);  // the sizes where LL128 is chosen exist in this fixture
+  EXPECT_GT(left, 0);
+  EXPECT_GT(ll128, 0);  // this fixture has sizes where NCCL's model picks LL128
 }
 
 TEST(Auto, Ll128OnlyWhereNcclEnablesItByDefault) {
