@@ -181,6 +181,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
   const int dp = lay->grad_dp();  // gradients reduced, optimizer sharded, over dp x cp
   std::vector<double> dp_s(stages, 0), opt_s(stages, 0);
   const workloads::ParamGatherStart gather_start = workloads::param_gather_start(par);
+  const bool gathers_overlap = workloads::overlaps_param_gather(in, *lay);
   double fill = 0;  // the first chunk's forward passes of the stages before s
   for (std::size_t s = 0; s < stages; ++s) {
     if (s > 0) fill += fwd[s - 1] / v;
@@ -222,7 +223,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
         // through the stages before it.
         const double g = collective_s(CollOp::allgather, group, f.dense_params * param_bytes) * share;
         const double gather_buckets = s == 0 ? std::max(1.0, std::ceil(f.dense_params * grad_bytes / bucket)) : 1.0;
-        if (!workloads::overlaps_param_gather(in, *lay)) {
+        if (!gathers_overlap) {
           dp_s[s] += g;
         } else if (s > 0 && gather_start != workloads::ParamGatherStart::first_use) {
           dp_s[s] += std::max(0.0, g - fill);
