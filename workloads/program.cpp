@@ -338,10 +338,16 @@ LayerProgram transformer_block(const TransformerSpec& m, const ProgramShape& sh)
   } else if (sh.cp > 1 && sh.cp_comm == CpComm::allgather) {
     // All-gather attention (Llama 3): every rank gathers the whole sequence's K and V, then runs
     // its queries against them; the backward pass reduce-scatters their gradients (the dual).
-    attn.comm = CommStep{CollOp::allgather, CommGroup::cp, kv_gathered};
+    // Transformer Engine's implementation of it (AttnFuncWithCPAndKVAllGather, which Megatron-Core's
+    // cp_comm_type all_gather runs) keeps only the local K and V for the backward pass and gathers
+    // them again there, before the attention's gradient kernels: the core's backward_comm.
+    const CommStep gather{CollOp::allgather, CommGroup::cp, kv_gathered};
+    attn.comm = gather;
     fwd.segments.push_back(attn);
+    Segment gathered{core, std::nullopt, false};
+    gathered.backward_comm = gather;
+    fwd.segments.push_back(gathered);
     attn = Segment{};
-    attn.kernels = core;
   } else if (sh.cp > 1 && sh.cp_comm == CpComm::a2a) {
     // Ulysses: an all-to-all turns sequence shards of Q, K and V into head shards of the whole
     // sequence, attention runs on heads / cp heads, and a second all-to-all returns the context to

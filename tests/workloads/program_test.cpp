@@ -210,7 +210,9 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
   EXPECT_TRUE(b[0].second);
   const double flops = p.forward.flops();
 
-  // All-gather attention (Llama 3): the same gather, exposed, and its dual in the backward pass.
+  // All-gather attention (Llama 3): the same gather, exposed. As Transformer Engine runs it
+  // (AttnFuncWithCPAndKVAllGather), the backward pass gathers K and V again, exposed, before the
+  // attention's gradient kernel, and reduce-scatters their gradients after it.
   sh.cp_comm = CpComm::allgather;
   p = transformer_block(m, sh);
   f = cp_comms(p.forward);
@@ -219,10 +221,30 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
   EXPECT_EQ(f[0].first.op, CollOp::allgather);
   EXPECT_EQ(f[0].first.bytes.count(), 4 * 16 * MiB);
   EXPECT_FALSE(f[0].second);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_EQ(b[0].first.op, CollOp::reducescatter);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].first.op, CollOp::allgather);
   EXPECT_EQ(b[0].first.bytes.count(), 4 * 16 * MiB);
   EXPECT_FALSE(b[0].second);
+  EXPECT_EQ(b[1].first.op, CollOp::reducescatter);
+  EXPECT_EQ(b[1].first.bytes.count(), 4 * 16 * MiB);
+  EXPECT_FALSE(b[1].second);
+  {
+    // The re-gather ends the segment before the one holding the attention's gradient kernel,
+    // whose own collective is the reduce-scatter.
+    int regather = -1, attention_bwd = -1;
+    for (int i = 0; i < static_cast<int>(p.backward.segments.size()); ++i) {
+      const Segment& s = p.backward.segments[static_cast<std::size_t>(i)];
+      if (s.comm && s.comm->group == CommGroup::cp && s.comm->op == CollOp::allgather) regather = i;
+      for (const Kernel& k : s.kernels) {
+        if (k.cls == KernelClass::attention_bwd) attention_bwd = i;
+      }
+    }
+    ASSERT_GE(regather, 0);
+    EXPECT_EQ(attention_bwd, regather + 1);
+    const Segment& core = p.backward.segments[static_cast<std::size_t>(attention_bwd)];
+    ASSERT_TRUE(core.comm.has_value());
+    EXPECT_EQ(core.comm->op, CollOp::reducescatter);
+  }
   EXPECT_DOUBLE_EQ(p.forward.flops(), flops);
 
   // Ulysses: Q, K and V to head shards, the context back; the backward pass the same in reverse.
