@@ -36,7 +36,8 @@ struct Segment {
   bool comm_overlaps = false;  // the collective runs beside the kernels (ring attention)
   // A collective the forward pass does not run here but its gradient does, after the next
   // segment's gradient kernels: Megatron's identity-forward, all-reduce-backward operator in front
-  // of a column-parallel layer without sequence parallelism.
+  // of a column-parallel layer without sequence parallelism, and the all-gather form of context
+  // parallelism's second gather of K and V before attention's gradient kernels.
   std::optional<CommStep> backward_comm = std::nullopt;
 
   // This segment's collective is a tensor-parallel `op`, beside the kernels or not.

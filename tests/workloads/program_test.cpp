@@ -281,6 +281,68 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
   EXPECT_TRUE(validate_transformer(m, sh).ok());
 }
 
+// The all-gather form's second gather adds one context-parallel collective to the backward pass
+// and moves nothing else: under FP8 casts, userbuffers and full recomputation its tensor-parallel
+// collectives (op, bytes, overlap, in order) and every pass's FLOPs equal ring attention's, whose
+// block also runs the attention core in a segment of its own, apart from the output projection.
+TEST(ContextParallelComm, TheSecondGatherLeavesTheTensorParallelCollectivesAlone) {
+  TransformerSpec m;
+  m.name = "llama3-8b-shape";
+  m.hidden = 4096;
+  m.layers = 32;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn = 14336;
+  m.vocab = 128256;
+  m.max_seq = 32768;
+  m.gated_mlp = true;
+  m.positions = Positions::rotary;
+  ProgramShape sh;
+  sh.seq = 32768;
+  sh.tp = 2;
+  sh.cp = 4;
+  sh.sequence_parallel = true;
+  sh.precision = hw::DType::fp8;
+  sh.fp8_recipe = Fp8Recipe::current;
+  sh.tp_overlap = TpOverlap::userbuffers;
+  sh.recompute = Recompute::full;
+  struct Comm {
+    CollOp op;
+    std::int64_t bytes;
+    bool overlaps;
+    bool operator==(const Comm&) const = default;
+  };
+  const auto tp_comms = [](const Pass& pass) {
+    std::vector<Comm> out;
+    for (const Segment& s : pass.segments) {
+      if (s.comm && s.comm->group == CommGroup::tp) out.push_back(Comm{s.comm->op, s.comm->bytes.count(), s.comm_overlaps});
+    }
+    return out;
+  };
+  sh.cp_comm = CpComm::p2p;
+  const LayerProgram ring = transformer_block(m, sh);
+  sh.cp_comm = CpComm::allgather;
+  const LayerProgram gather = transformer_block(m, sh);
+  EXPECT_FALSE(tp_comms(ring.backward).empty());
+  EXPECT_TRUE(tp_comms(gather.forward) == tp_comms(ring.forward));
+  EXPECT_TRUE(tp_comms(gather.backward) == tp_comms(ring.backward));
+  EXPECT_TRUE(tp_comms(gather.recompute) == tp_comms(ring.recompute));
+  EXPECT_DOUBLE_EQ(gather.forward.flops(), ring.forward.flops());
+  EXPECT_DOUBLE_EQ(gather.backward.flops(), ring.backward.flops());
+  EXPECT_DOUBLE_EQ(gather.recompute.flops(), ring.recompute.flops());
+  // Forward and recomputation gather once each (the recomputed forward gathers again, as the
+  // forward does); the backward pass gathers, then reduce-scatters.
+  const auto ops = [](const Pass& pass) {
+    std::vector<CollOp> out;
+    for (const auto& c : cp_comms(pass)) out.push_back(c.first.op);
+    return out;
+  };
+  EXPECT_EQ(ops(gather.forward), std::vector<CollOp>{CollOp::allgather});
+  EXPECT_EQ(ops(gather.recompute), std::vector<CollOp>{CollOp::allgather});
+  EXPECT_EQ(ops(gather.backward), (std::vector<CollOp>{CollOp::allgather, CollOp::reducescatter}));
+}
+
 TEST(CnnProgram, ItsLayersHoldEveryParameter) {
   // Gradient buckets are filled from the programs' layers: together they must hold every weight,
   // batch norm's scale and shift included (torchvision's counts: He et al. 2016, Simonyan and
