@@ -172,11 +172,9 @@ std::vector<std::pair<CommStep, bool>> cp_comms(const Pass& pass) {
   return out;
 }
 
-TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
-  // Llama 3 8B's attention (32 query and 8 key/value heads of 128), tp 2, cp 4, micro-batch 1 of
-  // 32,768 tokens: 8,192 local tokens, 16 query and 4 key/value heads per rank, bf16. By hand:
-  // K and V of one rank 2 x 8,192 x 4 x 128 x 2 B = 16 MiB; Q, K and V 8,192 x (16 + 8) x 128 x 2
-  // B = 48 MiB; the context 8,192 x 16 x 128 x 2 B = 32 MiB.
+// Llama 3 8B's shape, and the context-parallel layout both tests below run it on: micro-batch 1 of
+// 32,768 tokens, tp 2 with sequence parallelism, cp 4.
+TransformerSpec llama3_8b_shape() {
   TransformerSpec m;
   m.name = "llama3-8b-shape";
   m.hidden = 4096;
@@ -189,11 +187,25 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
   m.max_seq = 32768;
   m.gated_mlp = true;
   m.positions = Positions::rotary;
+  return m;
+}
+
+ProgramShape cp_shape() {
   ProgramShape sh;
   sh.seq = 32768;
   sh.tp = 2;
   sh.cp = 4;
   sh.sequence_parallel = true;
+  return sh;
+}
+
+TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
+  // Llama 3 8B's attention (32 query and 8 key/value heads of 128), tp 2, cp 4, micro-batch 1 of
+  // 32,768 tokens: 8,192 local tokens, 16 query and 4 key/value heads per rank, bf16. By hand:
+  // K and V of one rank 2 x 8,192 x 4 x 128 x 2 B = 16 MiB; Q, K and V 8,192 x (16 + 8) x 128 x 2
+  // B = 48 MiB; the context 8,192 x 16 x 128 x 2 B = 32 MiB.
+  const TransformerSpec m = llama3_8b_shape();
+  ProgramShape sh = cp_shape();
   const std::int64_t MiB = 1 << 20;
 
   // Ring attention: the four ranks' K and V pass around the ring beside attention, and again with
@@ -286,23 +298,8 @@ TEST(ContextParallelComm, EachFormMovesWhatItsPaperDescribes) {
 // collectives (op, bytes, overlap, in order) and every pass's FLOPs equal ring attention's, whose
 // block also runs the attention core in a segment of its own, apart from the output projection.
 TEST(ContextParallelComm, TheSecondGatherLeavesTheTensorParallelCollectivesAlone) {
-  TransformerSpec m;
-  m.name = "llama3-8b-shape";
-  m.hidden = 4096;
-  m.layers = 32;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.head_dim = 128;
-  m.ffn = 14336;
-  m.vocab = 128256;
-  m.max_seq = 32768;
-  m.gated_mlp = true;
-  m.positions = Positions::rotary;
-  ProgramShape sh;
-  sh.seq = 32768;
-  sh.tp = 2;
-  sh.cp = 4;
-  sh.sequence_parallel = true;
+  const TransformerSpec m = llama3_8b_shape();
+  ProgramShape sh = cp_shape();
   sh.precision = hw::DType::fp8;
   sh.fp8_recipe = Fp8Recipe::current;
   sh.tp_overlap = TpOverlap::userbuffers;
