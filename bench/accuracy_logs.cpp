@@ -79,6 +79,8 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
        "examples/clusters/oci-h100-roce-2node.yaml", std::nullopt, std::nullopt, "auto"},
       {"oci-a100-1node-allreduce", "all_reduce_perf-1x-a100-oci.log", "1 Oracle Cloud A100 40GB node, NCCL's default, `-g 8` (NCCL version not printed)",
        "dgx-a100-40g", 1, std::nullopt, "auto"},
+      {"playground-a100-sendrecv", "sendrecv_perf-1x-a100-g8.log", "1 A100 node, send/recv (each rank to the next), `-g 8` (NCCL version not printed)",
+       "dgx-a100-80g", 1, 8, "auto"},
       {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-default.log", "2 H100 nodes, NDR, default (a cluster its reporter found degraded)",
        "dgx-h100", 2, std::nullopt, "auto"},
       {"nccl-tests-290-h100", "all_reduce_perf-2x-h100-ndr-ring.log", "the same 2 nodes, `NCCL_ALGO=RING`", "dgx-h100", 2, std::nullopt,

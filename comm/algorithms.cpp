@@ -10,6 +10,7 @@
 
 #include "comm/collective.hpp"
 #include "comm/channels.hpp"
+#include "comm/p2p.hpp"
 #include "comm/plan_helpers.hpp"
 #include "comm/split.hpp"
 
@@ -560,12 +561,21 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
   if (op == CollOp::sendrecv) {
     // nccl-tests' sendrecv: rank i sends S to rank i+1 and receives S from rank i-1.
     ph.what = "send/recv to the next rank";
+    // Inside one node each send moves on NCCL's channels for it, each at most one thread block's
+    // half (comm/p2p.hpp); across nodes NCCL's channels per network peer changed with v2.21, and
+    // no cap is set.
+    Bandwidth cap;
+    if (!multinode && proto == Protocol::simple) {
+      const P2pNodeRate r = nccl_p2p_node_rate(topo_.node_template(lay.nodes[0].node).spec(), params_, n, size);
+      cap = r.cap;
+      plan.nccl_channels = r.channels;
+    }
     for (int i = 0; i < n; ++i) {
       const int a = lay.ranks[static_cast<std::size_t>(i)], b = lay.ranks[static_cast<std::size_t>((i + 1) % n)];
       const bool cross = topo_.node_of(a) != topo_.node_of(b);
       const hw::Path p = router_.route(a, b, label_of(i, 0, 11));
       ph.groups.push_back(FlowGroup{to_uses(p), scaled(size.as_double(), factor),
-                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, lay), router_.latency(p))});
+                                    base + std::max(step_latency(Algo::ring, proto, cross ? Transport::net : intra, lay), router_.latency(p)), cap});
     }
   } else {
     // All-to-all: every rank sends S/n to every other rank; one coupled group per sender.

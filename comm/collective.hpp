@@ -77,8 +77,8 @@ struct Plan {
   // The channels (thread blocks) NCCL runs this collective on at this size, as dtsim models NCCL:
   // NCCL's launch rule for rings and trees over the channels the communicator opens (on one node
   // comm.max_channels, across nodes from the nodes' NICs), nvls.channels for NVLS. 0 where the
-  // algorithm is not NCCL's (hierarchical), NCCL's peer-to-peer channels are not modelled
-  // (direct), or a single rank copies locally.
+  // algorithm is not NCCL's (hierarchical), NCCL's peer-to-peer channels are not modelled (direct,
+  // but a send/recv with Simple on one node: comm/p2p.hpp), or a single rank copies locally.
   int nccl_channels = 0;
   Bytes size;
   std::vector<Phase> phases;

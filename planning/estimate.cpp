@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/p2p.hpp"
 #include "workloads/program.hpp"
 #include "workloads/strategies.hpp"
 
@@ -59,12 +60,13 @@ double StepEstimator::collective_s(CollOp op, const std::vector<int>& ranks, dou
   return t;
 }
 
-double StepEstimator::p2p_s(int from, int to, double bytes) {
-  const std::string key = fmt::format("p2p|{}|{}|{}", from, to, static_cast<std::int64_t>(bytes));
+double StepEstimator::p2p_s(int from, int to, double bytes, Bandwidth cap) {
+  const std::string key = fmt::format("p2p|{}|{}|{}|{}", from, to, static_cast<std::int64_t>(bytes), cap.bytes_per_s());
   const auto it = collectives_.find(key);
   if (it != collectives_.end()) return it->second;
   const hw::Path path = router_.route(from, to, static_cast<std::uint64_t>(from) * 7919 + static_cast<std::uint64_t>(to));
-  const double bw = router_.bottleneck(path).bytes_per_s();
+  double bw = router_.bottleneck(path).bytes_per_s();
+  if (!cap.is_zero()) bw = std::min(bw, cap.bytes_per_s());
   const double t = router_.latency(path).seconds() + (bw > 0 ? bytes / bw : 0.0);
   collectives_.emplace(key, t);
   return t;
@@ -172,7 +174,18 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
   for (std::size_t s = 0; s < stages; ++s) per_mb[s] = fwd[s] + bwd[s];
   const double makespan = pipeline_makespan(per_mb, m, v);
   double pp_s = 0;
-  if (p > 1) pp_s = 2.0 * (p - 1) * p2p_s(lay->rank({0, 0, 0, 0}), lay->rank({0, 0, 0, 1}), act_bytes);
+  if (p > 1) {
+    // A pipeline group on one node sends on NCCL's peer-to-peer channels for its size, as the
+    // simulated step does (comm/p2p.hpp, workloads/flows.cpp).
+    bool one_node = true;
+    for (int s = 0; s < p; ++s) one_node = one_node && topo_.node_of(lay->rank({0, 0, 0, s})) == topo_.node_of(lay->rank({0, 0, 0, 0}));
+    const Bandwidth cap = one_node && Bytes(static_cast<std::int64_t>(act_bytes)) > comm_.p2p_ll_threshold
+                              ? comm::nccl_p2p_node_rate(topo_.node_template(topo_.node_of(lay->rank({0, 0, 0, 0}))).spec(), comm_, p,
+                                                         Bytes(static_cast<std::int64_t>(act_bytes)))
+                                    .cap
+                              : Bandwidth{};
+    pp_s = 2.0 * (p - 1) * p2p_s(lay->rank({0, 0, 0, 0}), lay->rank({0, 0, 0, 1}), act_bytes, cap);
+  }
 
   // Data parallelism and the optimizer, per stage.
   const double grad_bytes = hw::dtype_bytes(tr.grad_dtype);

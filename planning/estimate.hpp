@@ -60,7 +60,8 @@ class StepEstimator {
   PassTimes pass_times(const workloads::LayerProgram& lp, const workloads::Layout& lay);
   // Closed-form time of one collective on `ranks` (cached), in seconds.
   double collective_s(CollOp op, const std::vector<int>& ranks, double bytes);
-  double p2p_s(int from, int to, double bytes);
+  // One send of `bytes` on its path, at most `cap` (zero: the path's rate).
+  double p2p_s(int from, int to, double bytes, Bandwidth cap = {});
 
   const hw::Topology& topo_;
   hw::Router router_;

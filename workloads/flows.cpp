@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/p2p.hpp"
+
 namespace dtsim::workloads {
 
 namespace {
@@ -165,12 +167,25 @@ const Collective& CommFlows::p2p(int from_stage, int to_stage, int replica, Byte
     const bool cross = topo_.node_of(a) != topo_.node_of(b);
     const Time latency = lat.base + lat.step[static_cast<std::size_t>(cross ? comm::Transport::net : comm::Transport::nvlink)] +
                          in_.comm.call_overhead;
-    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), bytes, latency});
+    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), bytes, latency, pipeline_p2p_cap(a, bytes)});
   }
   plan->phases.push_back(std::move(ph));
   auto c = std::make_unique<Collective>();
   c->plans.push_back(std::move(plan));
   return *cache_.emplace(key, std::move(c)).first->second;
+}
+
+Bandwidth CommFlows::pipeline_p2p_cap(int rank, Bytes bytes) const {
+  // Megatron sends pipeline tensors over the pipeline group (one rank per stage). When the whole
+  // group is on one node, NCCL runs each send on its channels for one node (comm/p2p.hpp); LL
+  // below NCCL's threshold, and across nodes, are not capped.
+  if (bytes <= in_.comm.p2p_ll_threshold) return Bandwidth{};
+  const Coords at = lay_.coords(rank);
+  const int node = topo_.node_of(rank);
+  for (int s = 0; s < lay_.pp(); ++s) {
+    if (topo_.node_of(lay_.rank(Coords{at.tp, at.cp, at.dp, s})) != node) return Bandwidth{};
+  }
+  return comm::nccl_p2p_node_rate(topo_.node_template(node).spec(), in_.comm, lay_.pp(), bytes).cap;
 }
 
 std::unique_ptr<Collective> CommFlows::paths_collective(const std::vector<hw::Path>& paths, double bytes) const {

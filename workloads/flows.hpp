@@ -51,6 +51,8 @@ class CommFlows {
   const Collective& ps_flows(const char* what, double bytes, bool to_host);
   bool keep_copy(const std::vector<int>& group, const std::vector<int>& representative_ranks) const;
   const Collective& collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs);
+  // The rate ceiling of one pipeline send of `bytes` from `rank` (zero: none).
+  Bandwidth pipeline_p2p_cap(int rank, Bytes bytes) const;
   // Flows between GPU pairs (one group each), all at once.
   // One send per path, `bytes` each, all at once (a sendrecv plan of one phase).
   std::unique_ptr<Collective> paths_collective(const std::vector<hw::Path>& paths, double bytes) const;

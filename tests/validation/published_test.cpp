@@ -339,6 +339,27 @@ TEST(PublishedNccl, ReduceScatterOnOneH100Node) {
   }
 }
 
+// Send/recv on one A100 node, 128 MiB-1 GiB, one process for all 8 GPUs (li-plus/playground; held
+// out, though NCCL's peer-to-peer channels were modelled after it was seen: comm/p2p.hpp). By NCCL
+// v2.18.5's rule (enqueue.cc scheduleP2pTasksToPlan) 8 ranks send 128 MiB on 8 channels and 256 MiB
+// or more on 16, each channel at most perChMaxTreeBws' Ampere 24 GB/s / 2 each way: 96 and 192
+// GB/s, below the links' 230. The measured rate rises 1.7-fold from 128 to 256 MiB and then stays;
+// dtsim must show the step and the plateau.
+TEST(PublishedNccl, SendRecvOnOneA100NodeRunsOnNcclsPeerChannels) {
+  const auto c = compare_log("sendrecv_perf-1x-a100-g8.log", "dgx-a100-80g", 1, 8);
+  EXPECT_EQ(c.op, CollOp::sendrecv);
+  ASSERT_EQ(c.points.size(), 4u);
+  const int channels[] = {8, 16, 16, 16};
+  for (std::size_t i = 0; i < c.points.size(); ++i) {
+    const auto& p = c.points[i];
+    EXPECT_EQ(p.channels, channels[i]) << p.bytes;
+    EXPECT_EQ(p.algo, "direct/Simple") << p.bytes;
+    EXPECT_LT(std::fabs(p.error()), i == 0 ? 0.15 : 0.05) << p.bytes;
+  }
+  EXPECT_GT(c.points[1].measured_busbw_GBps / c.points[0].measured_busbw_GBps, 1.5);
+  EXPECT_GT(c.points[1].simulated_busbw_GBps / c.points[0].simulated_busbw_GBps, 1.5);
+}
+
 // The rows of a file of quoted multi-node figures (data/published/nccl-*-multinode-points.csv),
 // split at commas, comments and the header left out.
 std::vector<std::vector<std::string>> quoted_rows(const std::string& file) {

@@ -1,0 +1,86 @@
+#include "comm/p2p.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <utility>
+
+#include "comm/channels.hpp"
+
+namespace dtsim::comm {
+
+namespace {
+constexpr int kMaxChannels = 32;  // MAXCHANNELS in v2.18.5
+
+int next_pow2(int v) {
+  int p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// ncclTopoGetNchannels over the node's GPU pairs, smallest: 2 x links for a pair joined by NVLink
+// (through the switch: every link of the GPU), 2 for any other pair. Also whether every pair is
+// NVLink (ncclTopoPathAllNVLink).
+std::pair<int, bool> pair_channels(const hw::NodeSpec& spec) {
+  switch (spec.nvlink_topology) {
+    case hw::NvlinkTopology::nvswitch: return {2 * std::max({1, spec.gpu.nvlink_links, spec.nvlink_links_per_gpu}), true};
+    case hw::NvlinkTopology::mesh: {
+      std::set<std::pair<int, int>> joined;
+      int fewest = 0;
+      for (const hw::NvlinkPair& p : spec.nvlink_mesh) {
+        joined.insert({std::min(p.a, p.b), std::max(p.a, p.b)});
+      }
+      for (const hw::NvlinkPair& p : spec.nvlink_mesh) {
+        int links = 0;
+        for (const hw::NvlinkPair& q : spec.nvlink_mesh) {
+          if (std::min(q.a, q.b) == std::min(p.a, p.b) && std::max(q.a, q.b) == std::max(p.a, p.b)) links += std::max(1, q.links);
+        }
+        fewest = fewest == 0 ? links : std::min(fewest, links);
+      }
+      const bool all = static_cast<int>(joined.size()) == spec.gpus * (spec.gpus - 1) / 2 && fewest > 0;
+      return {all ? 2 * fewest : 2, all};
+    }
+    case hw::NvlinkTopology::none: break;
+  }
+  return {2, false};
+}
+}  // namespace
+
+int nccl_p2p_channels(const P2pChannelRule& rule, Bytes bytes) {
+  const int ranks = std::max(1, rule.ranks);
+  const int opened = std::clamp(rule.comm_channels, 1, kMaxChannels);
+  const int per_peer = next_pow2(std::max(1, std::min(opened, rule.pair_channels)));
+  const int p2p_channels = next_pow2(opened);
+  int lo = per_peer, hi = per_peer;
+  while (lo * ranks > p2p_channels && lo > 1) lo /= 2;
+  if (rule.channel_load > 0) {
+    while (hi * ranks > p2p_channels * rule.channel_load && hi > 1) hi /= 2;
+  }
+  // calcP2pChunkSize, one node.
+  const std::int64_t step = rule.all_nvlink ? std::int64_t{512} << 10 : std::int64_t{128} << 10;
+  const std::int64_t min_size = step / 8, max_size = step * 32;
+  const std::int64_t total = std::max<std::int64_t>(1, bytes.count());
+  std::int64_t size = std::max(min_size, div_up(total, lo));
+  int channels = lo;
+  while (size > max_size && channels <= hi / 2) {
+    channels *= 2;
+    size = div_up(total, channels);
+  }
+  const std::int64_t chunk = div_up(size, min_size) * min_size;
+  // Chunk k runs on the peer's channel k mod per_peer.
+  return static_cast<int>(std::clamp<std::int64_t>(div_up(total, chunk), 1, std::min(channels, per_peer)));
+}
+
+P2pNodeRate nccl_p2p_node_rate(const hw::NodeSpec& spec, const CommParams& params, int ranks, Bytes bytes) {
+  const auto [pairs, all_nvlink] = pair_channels(spec);
+  const P2pChannelRule rule{params.max_channels, ranks, pairs, all_nvlink, params.p2p_channel_load};
+  P2pNodeRate r;
+  r.channels = nccl_p2p_channels(rule, bytes);
+  const int cc = hw::compute_capability_code(spec.gpu);
+  if (cc > 0 && cc < 100) r.cap = Bandwidth::GBps(nccl_per_channel_caps(cc, 1).tree / 2.0 * r.channels);
+  return r;
+}
+
+}  // namespace dtsim::comm
