@@ -5,7 +5,8 @@
 //   - context parallelism: gradients reduced and the distributed optimizer sharded over dp x cp;
 //   - the overlap penalty: bounded by comm_slowdown x the time communication overlaps compute;
 //   - Horovod tensor fusion: a small fusion buffer sends many buffers per cycle;
-//   - pipeline transfers: their own breakdown category, at least the bytes over the link;
+//   - pipeline transfers: their own breakdown category, at least the bytes over the link, and on
+//     one node NCCL's peer-to-peer channels' rate;
 //   - precision: one capability check for every model family and path.
 #include <set>
 
@@ -383,6 +384,39 @@ TEST(PipelineTransfers, OverlappedSendsWaitForThePreviousOneInTheirDirection) {
   const auto pp = static_cast<std::size_t>(TimeKind::pp), compute = static_cast<std::size_t>(TimeKind::compute);
   EXPECT_GE(overlapped->stages[0].time_s[pp], (m - 1) * send - overlapped->stages[0].time_s[compute]);
   EXPECT_LE(overlapped->step_time_s, blocking->step_time_s + 1e-9);
+}
+
+TEST(PipelineTransfers, OnOneNodeTheyRunOnNcclsPeerChannels) {
+  // tp 4 x pp 2 on one node of 8 GPUs with 18 links of 25 GB/s (450 GB/s each way). Megatron sends
+  // over the pipeline group (2 ranks, both on the node), so NCCL sends each 4 MiB activation on 16
+  // channels (comm/p2p.hpp: 16 chunks of 256 KiB), each at most 12 GB/s on an A100 (compute
+  // capability 8.0): 192 GB/s. A send blocks for its latency (a Simple step over NVLink) and its
+  // bytes at that rate, which is what overlapping the sends takes off the sender's pipeline
+  // communication (the test above). A GPU of unknown kind has no known channel rate: the links'.
+  hw::NodeSpec node = nvswitch_node(8, true, 25);
+  node.nvlink_links_per_gpu = 18;
+  auto send_time = [](const hw::NodeSpec& n) {
+    const hw::Topology topo = std::move(hw::Topology::build(cluster(n, 1, hw::FabricKind::single_switch))).value();
+    StepInputs in = inputs(gpt(8, 4096), kPipelineMicroBatches, 1);
+    in.parallel.tp = 4;
+    in.parallel.pp = 2;
+    in.parallel.sequence_parallel = true;
+    in.compute.comm_slowdown = 0;
+    auto blocking = simulate_step(topo, in);
+    in.parallel.overlap_p2p = true;
+    auto overlapped = simulate_step(topo, in);
+    EXPECT_TRUE(blocking.ok() && overlapped.ok());
+    const auto pp = static_cast<std::size_t>(TimeKind::pp);
+    return (blocking->stages[0].time_s[pp] - overlapped->stages[0].time_s[pp]) / kPipelineMicroBatches;
+  };
+  const comm::CommParams c = comm::CommParams::nccl_defaults();
+  const auto& lat = c.lat(comm::Algo::ring, comm::Protocol::simple);
+  const double latency = (lat.base + lat.step[static_cast<std::size_t>(comm::Transport::nvlink)]).seconds();
+  const double msg = 2048.0 * 4096 * 2 / 4;
+  node.gpu.compute_capability = "8.0";
+  EXPECT_NEAR(send_time(node), latency + msg / 192e9, 0.03 * (latency + msg / 192e9));
+  node.gpu.compute_capability.clear();
+  EXPECT_NEAR(send_time(node), latency + msg / 450e9, 0.03 * (latency + msg / 450e9));
 }
 
 // ---------------------------------------------------------------------------------------------
