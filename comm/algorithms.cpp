@@ -562,11 +562,11 @@ void Planner::add_direct(const Layout& lay, CollOp op, Protocol proto, Bytes siz
     // nccl-tests' sendrecv: rank i sends S to rank i+1 and receives S from rank i-1.
     ph.what = "send/recv to the next rank";
     // Inside one node each send moves on NCCL's channels for it, each at most one thread block's
-    // half (comm/p2p.hpp); across nodes NCCL's channels per network peer changed with v2.21, and
+    // half (comm/p2p.hpp); across nodes NCCL's channels per network peer changed with v2.20, and
     // no cap is set.
     Bandwidth cap;
     if (!multinode && proto == Protocol::simple) {
-      const P2pNodeRate r = nccl_p2p_node_rate(topo_.node_template(lay.nodes[0].node).spec(), params_, n, size);
+      const P2pNodeRate r = nccl_p2p_node_rate(topo_.node_template(lay.nodes[0].node).spec(), params_, lay.nodes[0].locals, size);
       cap = r.cap;
       plan.nccl_channels = r.channels;
     }

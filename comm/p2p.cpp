@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <set>
+#include <limits>
 #include <utility>
 
 #include "comm/channels.hpp"
@@ -20,31 +20,27 @@ int next_pow2(int v) {
 
 std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// ncclTopoGetNchannels over the node's GPU pairs, smallest: 2 x links for a pair joined by NVLink
-// (through the switch: every link of the GPU), 2 for any other pair. Also whether every pair is
-// NVLink (ncclTopoPathAllNVLink).
-std::pair<int, bool> pair_channels(const hw::NodeSpec& spec) {
-  switch (spec.nvlink_topology) {
-    case hw::NvlinkTopology::nvswitch: return {2 * std::max({1, spec.gpu.nvlink_links, spec.nvlink_links_per_gpu}), true};
-    case hw::NvlinkTopology::mesh: {
-      std::set<std::pair<int, int>> joined;
-      int fewest = 0;
-      for (const hw::NvlinkPair& p : spec.nvlink_mesh) {
-        joined.insert({std::min(p.a, p.b), std::max(p.a, p.b)});
-      }
-      for (const hw::NvlinkPair& p : spec.nvlink_mesh) {
-        int links = 0;
-        for (const hw::NvlinkPair& q : spec.nvlink_mesh) {
-          if (std::min(q.a, q.b) == std::min(p.a, p.b) && std::max(q.a, q.b) == std::max(p.a, p.b)) links += std::max(1, q.links);
-        }
-        fewest = fewest == 0 ? links : std::min(fewest, links);
-      }
-      const bool all = static_cast<int>(joined.size()) == spec.gpus * (spec.gpus - 1) / 2 && fewest > 0;
-      return {all ? 2 * fewest : 2, all};
+// ncclTopoGetNchannels over the pairs of `locals`, smallest: 2 x links for a pair joined by NVLink
+// (through the switch: every link of the GPU), 2 for any other pair. Also whether any pair is
+// NVLink (ncclTopoPathAllNVLink: the smallest path type).
+std::pair<int, bool> pair_channels(const hw::NodeSpec& spec, const std::vector<int>& locals) {
+  if (spec.nvlink_topology == hw::NvlinkTopology::nvswitch) return {2 * std::max({1, spec.gpu.nvlink_links, spec.nvlink_links_per_gpu}), true};
+  if (spec.nvlink_topology == hw::NvlinkTopology::none) return {2, false};
+  // A mesh lists each joined pair once (the node loader refuses repeats and empty links).
+  int fewest = std::numeric_limits<int>::max();
+  bool any = false;
+  for (std::size_t i = 0; i < locals.size(); ++i) {
+    for (std::size_t j = i + 1; j < locals.size(); ++j) {
+      const int a = std::min(locals[i], locals[j]), b = std::max(locals[i], locals[j]);
+      const auto link = std::find_if(spec.nvlink_mesh.begin(), spec.nvlink_mesh.end(),
+                                     [&](const hw::NvlinkPair& p) { return std::min(p.a, p.b) == a && std::max(p.a, p.b) == b; });
+      const int links = link == spec.nvlink_mesh.end() ? 1 : link->links;  // no NVLink: 2 channels, as one link's
+      any = any || link != spec.nvlink_mesh.end();
+      fewest = std::min(fewest, links);
     }
-    case hw::NvlinkTopology::none: break;
   }
-  return {2, false};
+  if (fewest == std::numeric_limits<int>::max()) fewest = 1;
+  return {2 * fewest, any};
 }
 }  // namespace
 
@@ -55,11 +51,9 @@ int nccl_p2p_channels(const P2pChannelRule& rule, Bytes bytes) {
   const int p2p_channels = next_pow2(opened);
   int lo = per_peer, hi = per_peer;
   while (lo * ranks > p2p_channels && lo > 1) lo /= 2;
-  if (rule.channel_load > 0) {
-    while (hi * ranks > p2p_channels * rule.channel_load && hi > 1) hi /= 2;
-  }
+  while (hi * ranks > p2p_channels * rule.channel_load && hi > 1) hi /= 2;
   // calcP2pChunkSize, one node.
-  const std::int64_t step = rule.all_nvlink ? std::int64_t{512} << 10 : std::int64_t{128} << 10;
+  const std::int64_t step = rule.nvlink ? std::int64_t{512} << 10 : std::int64_t{128} << 10;
   const std::int64_t min_size = step / 8, max_size = step * 32;
   const std::int64_t total = std::max<std::int64_t>(1, bytes.count());
   std::int64_t size = std::max(min_size, div_up(total, lo));
@@ -73,9 +67,9 @@ int nccl_p2p_channels(const P2pChannelRule& rule, Bytes bytes) {
   return static_cast<int>(std::clamp<std::int64_t>(div_up(total, chunk), 1, std::min(channels, per_peer)));
 }
 
-P2pNodeRate nccl_p2p_node_rate(const hw::NodeSpec& spec, const CommParams& params, int ranks, Bytes bytes) {
-  const auto [pairs, all_nvlink] = pair_channels(spec);
-  const P2pChannelRule rule{params.max_channels, ranks, pairs, all_nvlink, params.p2p_channel_load};
+P2pNodeRate nccl_p2p_node_rate(const hw::NodeSpec& spec, const CommParams& params, const std::vector<int>& locals, Bytes bytes) {
+  const auto [pairs, nvlink] = pair_channels(spec, locals);
+  const P2pChannelRule rule{params.max_channels, static_cast<int>(locals.size()), pairs, nvlink, params.p2p_channel_load};
   P2pNodeRate r;
   r.channels = nccl_p2p_channels(rule, bytes);
   const int cc = hw::compute_capability_code(spec.gpu);

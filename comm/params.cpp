@@ -356,20 +356,10 @@ std::vector<ParamInfo> build_table() {
               "NCCL v2.18.5-v2.19 enqueue.cc computeColl halve it down to 32 KiB by the tree's depth; v2.20.3 to v2.28.9 do not (one step)");
   bytes_param("p2p_ll_threshold", &CommParams::p2p_ll_threshold, "send/recv and all-to-all run LL when a peer's message is at most this, else Simple (never LL128)",
               "NCCL v2.18.5 enqueue.cc addP2pToPlan (NCCL_P2P_LL_THRESHOLD default 16384)");
-  t.push_back(ParamInfo{"p2p.channel_load", "count",
-                        "on one node, a send or receive spreads over at most c channels with c x ranks <= this x the peer-to-peer channels "
-                        "(16 of 32 on 8 GPUs); 64: no limit, as NCCL v2.20 and later",
-                        "NCCL v2.18.5-v2.19.3 enqueue.cc scheduleP2pTasksToPlan (nChannelsMax*nRanks > p2pnChannels*4); gone from v2.20.3",
-                        [](const CommParams& c) { return fmt::format("{}", c.p2p_channel_load); },
-                        [](CommParams& c, std::string_view v) {
-                          int x = 0;
-                          auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-                          if (ec != std::errc() || ptr != v.data() + v.size() || x < 1 || x > 64) {
-                            return Status(Error(fmt::format("'{}' is not a channel load from 1 to 64", v)));
-                          }
-                          c.p2p_channel_load = x;
-                          return Status();
-                        }});
+  count("p2p.channel_load", &CommParams::p2p_channel_load,
+        "on one node, a send or receive spreads over at most c channels with c x ranks <= this x the peer-to-peer channels "
+        "(16 of 32 on 8 GPUs); 64 lifts it for up to 64 ranks a node, as NCCL v2.20 and later have no such limit",
+        "NCCL v2.18.5-v2.19.4 enqueue.cc scheduleP2pTasksToPlan (nChannelsMax*nRanks > p2pnChannels*4); gone from v2.20.3");
   t.push_back(ParamInfo{"call_overhead", "time", "host-side cost added to every collective call (launch, enqueue)",
                         "default 0; calibration fits it", [](const CommParams& c) { return to_string(c.call_overhead); },
                         [](CommParams& c, std::string_view v) { return set_time(c.call_overhead, v); }});

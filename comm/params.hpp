@@ -122,9 +122,9 @@ struct CommParams {
   // Send/recv and all-to-all (NCCL's peer-to-peer operations) run LL when a peer's message is at
   // most this, else Simple, never LL128 (v2.18.5 enqueue.cc addP2pToPlan, NCCL_P2P_LL_THRESHOLD).
   Bytes p2p_ll_threshold = Bytes::KiB(16);
-  // On one node, NCCL v2.18.5-v2.19 spread one send or receive over at most the channels c with
+  // On one node, NCCL v2.18.5-v2.19.4 spread one send or receive over at most the channels c with
   // c x ranks <= this x its peer-to-peer channels (enqueue.cc scheduleP2pTasksToPlan: 16 of 32 on
-  // 8 GPUs); v2.20 dropped the limit (set 64: it never binds). comm/p2p.hpp.
+  // 8 GPUs); v2.20 dropped the limit (64 lifts it for up to 64 ranks a node). comm/p2p.hpp.
   int p2p_channel_load = 4;
   // How the automatic choice compares the candidates. `nccl`: as NCCL's tuner does (its
   // src/graph/tuning.cc): a tree all-reduce's bandwidth times its per-size treeCorrectionFactor

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/p2p.hpp"
+#include "workloads/flows.hpp"
 #include "workloads/program.hpp"
 #include "workloads/strategies.hpp"
 
@@ -175,16 +175,9 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
   const double makespan = pipeline_makespan(per_mb, m, v);
   double pp_s = 0;
   if (p > 1) {
-    // A pipeline group on one node sends on NCCL's peer-to-peer channels for its size, as the
-    // simulated step does (comm/p2p.hpp, workloads/flows.cpp).
-    bool one_node = true;
-    for (int s = 0; s < p; ++s) one_node = one_node && topo_.node_of(lay->rank({0, 0, 0, s})) == topo_.node_of(lay->rank({0, 0, 0, 0}));
-    const Bandwidth cap = one_node && Bytes(static_cast<std::int64_t>(act_bytes)) > comm_.p2p_ll_threshold
-                              ? comm::nccl_p2p_node_rate(topo_.node_template(topo_.node_of(lay->rank({0, 0, 0, 0}))).spec(), comm_, p,
-                                                         Bytes(static_cast<std::int64_t>(act_bytes)))
-                                    .cap
-                              : Bandwidth{};
-    pp_s = 2.0 * (p - 1) * p2p_s(lay->rank({0, 0, 0, 0}), lay->rank({0, 0, 0, 1}), act_bytes, cap);
+    const int a = lay->rank({0, 0, 0, 0}), b = lay->rank({0, 0, 0, 1});
+    const Bytes act(static_cast<std::int64_t>(act_bytes));
+    pp_s = 2.0 * (p - 1) * p2p_s(a, b, act_bytes, workloads::pipeline_send_cap(topo_, *lay, comm_, par.overlap_p2p, a, b, act));
   }
 
   // Data parallelism and the optimizer, per stage.

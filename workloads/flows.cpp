@@ -167,25 +167,13 @@ const Collective& CommFlows::p2p(int from_stage, int to_stage, int replica, Byte
     const bool cross = topo_.node_of(a) != topo_.node_of(b);
     const Time latency = lat.base + lat.step[static_cast<std::size_t>(cross ? comm::Transport::net : comm::Transport::nvlink)] +
                          in_.comm.call_overhead;
-    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), bytes, latency, pipeline_p2p_cap(a, bytes)});
+    ph.groups.push_back(comm::FlowGroup{merge_uses(std::move(uses)), bytes, latency,
+                                        pipeline_send_cap(topo_, lay_, in_.comm, in_.parallel.overlap_p2p, a, b, bytes)});
   }
   plan->phases.push_back(std::move(ph));
   auto c = std::make_unique<Collective>();
   c->plans.push_back(std::move(plan));
   return *cache_.emplace(key, std::move(c)).first->second;
-}
-
-Bandwidth CommFlows::pipeline_p2p_cap(int rank, Bytes bytes) const {
-  // Megatron sends pipeline tensors over the pipeline group (one rank per stage). When the whole
-  // group is on one node, NCCL runs each send on its channels for one node (comm/p2p.hpp); LL
-  // below NCCL's threshold, and across nodes, are not capped.
-  if (bytes <= in_.comm.p2p_ll_threshold) return Bandwidth{};
-  const Coords at = lay_.coords(rank);
-  const int node = topo_.node_of(rank);
-  for (int s = 0; s < lay_.pp(); ++s) {
-    if (topo_.node_of(lay_.rank(Coords{at.tp, at.cp, at.dp, s})) != node) return Bandwidth{};
-  }
-  return comm::nccl_p2p_node_rate(topo_.node_template(node).spec(), in_.comm, lay_.pp(), bytes).cap;
 }
 
 std::unique_ptr<Collective> CommFlows::paths_collective(const std::vector<hw::Path>& paths, double bytes) const {
@@ -298,5 +286,23 @@ const Collective& CommFlows::ps_flows(const char* what, double bytes, bool to_ho
 const Collective& CommFlows::ps_push(double grad_bytes) { return ps_flows("ps-push", grad_bytes, true); }
 
 const Collective& CommFlows::ps_pull(double param_bytes) { return ps_flows("ps-pull", param_bytes, false); }
+
+Bandwidth pipeline_send_cap(const hw::Topology& topo, const Layout& lay, const comm::CommParams& comm, bool overlap_p2p, int from, int to,
+                            Bytes bytes) {
+  if (bytes <= comm.p2p_ll_threshold) return Bandwidth{};
+  std::vector<int> ranks{from, to};
+  if (!overlap_p2p) {
+    const Coords at = lay.coords(from);
+    ranks.clear();
+    for (int s = 0; s < lay.pp(); ++s) ranks.push_back(lay.rank(Coords{at.tp, at.cp, at.dp, s}));
+  }
+  const int node = topo.node_of(from);
+  std::vector<int> locals;
+  for (int r : ranks) {
+    if (topo.node_of(r) != node) return Bandwidth{};
+    locals.push_back(topo.local_of(r));
+  }
+  return comm::nccl_p2p_node_rate(topo.node_template(node).spec(), comm, locals, bytes).cap;
+}
 
 }  // namespace dtsim::workloads

@@ -51,8 +51,6 @@ class CommFlows {
   const Collective& ps_flows(const char* what, double bytes, bool to_host);
   bool keep_copy(const std::vector<int>& group, const std::vector<int>& representative_ranks) const;
   const Collective& collective(const std::string& key, CollOp op, Bytes bytes, const std::vector<std::vector<int>>& gs);
-  // The rate ceiling of one pipeline send of `bytes` from `rank` (zero: none).
-  Bandwidth pipeline_p2p_cap(int rank, Bytes bytes) const;
   // Flows between GPU pairs (one group each), all at once.
   // One send per path, `bytes` each, all at once (a sendrecv plan of one phase).
   std::unique_ptr<Collective> paths_collective(const std::vector<hw::Path>& paths, double bytes) const;
@@ -70,5 +68,14 @@ class CommFlows {
   comm::Planner planner_;
   std::map<std::string, std::unique_ptr<Collective>> cache_;
 };
+
+// The rate ceiling NCCL's peer-to-peer channels set on one pipeline send of `bytes` from rank
+// `from` to rank `to` (zero: none). Megatron sends batched over the pipeline group
+// (batch_isend_irecv: one NCCL communicator of its pp ranks) or, with `overlap_p2p` (which turns
+// batching off), as single isend/irecv, which PyTorch's ProcessGroupNCCL runs on a communicator of
+// the two ranks (pointToPoint outside a batch: a key of the pair). Only a communicator within one
+// node is held to it (comm/p2p.hpp); a send at most NCCL's LL threshold is not.
+Bandwidth pipeline_send_cap(const hw::Topology& topo, const Layout& lay, const comm::CommParams& comm, bool overlap_p2p, int from, int to,
+                            Bytes bytes);
 
 }  // namespace dtsim::workloads

@@ -69,7 +69,7 @@ TEST(Cli, CollectiveShowsTheChannelsNcclRunsOn) {
 }
 
 TEST(Cli, JsonHasConfigAndRowsAndIsByteIdenticalAcrossRuns) {
-  const std::string a = temp("a.json"), b = temp("b.json");
+  const std::string a = temp("collective-same-input-a.json"), b = temp("collective-same-input-b.json");
   ASSERT_EQ(run("collective --cluster dgx-a100-80g --nodes 3 --op allgather --min 8 --max 1G --json " + a).code, 0);
   ASSERT_EQ(run("collective --cluster dgx-a100-80g --nodes 3 --op allgather --min 8 --max 1G --json " + b).code, 0);
   const std::string ja = slurp(a);

@@ -102,7 +102,7 @@ TEST(SimulateCli, FrameworksRefuseTensorParallelism) {
 }
 
 TEST(SimulateCli, SameInputGivesIdenticalJson) {
-  const std::string a = temp("a.json"), b = temp("b.json");
+  const std::string a = temp("simulate-same-input-a.json"), b = temp("simulate-same-input-b.json");
   ASSERT_EQ(run("simulate " + example("llama2-7b-fsdp.yaml") + " --json " + a).code, 0);
   ASSERT_EQ(run("simulate " + example("llama2-7b-fsdp.yaml") + " --json " + b).code, 0);
   EXPECT_EQ(slurp(a), slurp(b));

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <numeric>
+#include <utility>
 #include <vector>
 
 #include "comm/collective.hpp"
@@ -16,6 +18,11 @@ namespace {
 constexpr std::int64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 
 int channels(const P2pChannelRule& r, std::int64_t bytes) { return nccl_p2p_channels(r, Bytes(bytes)); }
+std::vector<int> first(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
 
 // 8 GPUs on NVSwitch with 12 links each (an HGX A100): 24 ring channels, so 32 p2p channels and
 // nextPow2(min(24, 2 x 12)) = 32 per peer. Minimum per operation: 32 halved while x 8 ranks > 32:
@@ -46,12 +53,33 @@ TEST(NcclP2pChannels, TwoRanksStartAtSixteen) {
 }
 
 // Without NVLink every pair counts 2 channels: 2 per peer; the PCIe step is 128 KiB (chunks of
-// 16 KiB to 4 MiB).
+// 16 KiB to 4 MiB). NCCL takes the PCIe step only when no two GPUs share NVLink.
 TEST(NcclP2pChannels, PcieNodesGetTwoPerPeer) {
   const P2pChannelRule r{24, 8, 2, false, 4};
   EXPECT_EQ(channels(r, 10 * KiB), 1);  // one 16 KiB chunk
   EXPECT_EQ(channels(r, 1 * MiB), 2);   // 2 of 512 KiB
   EXPECT_EQ(channels(r, 1 * GiB), 2);
+}
+
+// An NVLink mesh (no switch): the communicator's own pairs count, 2 x their links, and a pair
+// without NVLink 2; one pair on NVLink is enough for the 512 KiB step. Four Volta GPUs, 0-1 and 2-3
+// joined by 2 links, 0-2 by 1, 1-3 unjoined.
+TEST(NcclP2pChannels, OnAMeshTheCommunicatorsOwnPairsCount) {
+  hw::NodeSpec mesh = hw::testing::pcie_node();
+  mesh.gpus = 4;
+  mesh.gpu.compute_capability = "7.0";
+  mesh.nvlink_topology = hw::NvlinkTopology::mesh;
+  mesh.nvlink_mesh = {{0, 1, 2}, {2, 3, 2}, {0, 2, 1}};
+  const CommParams p = CommParams::nccl_defaults();
+  // Ranks 0 and 1: 4 per peer; minimum 4 (4 x 2 is not over 32); 8 MiB in 4 chunks of 2 MiB.
+  EXPECT_EQ(nccl_p2p_node_rate(mesh, p, {0, 1}, Bytes(8 * MiB)).channels, 4);
+  // Ranks 0 and 2: one link, 2 per peer.
+  EXPECT_EQ(nccl_p2p_node_rate(mesh, p, {0, 2}, Bytes(8 * MiB)).channels, 2);
+  // All four: the unjoined pair 1-3 counts 2; 64 KiB is one 64 KiB chunk (the NVLink step's
+  // eighth; with the PCIe step it would be 2 of 32 KiB).
+  EXPECT_EQ(nccl_p2p_node_rate(mesh, p, {0, 1, 2, 3}, Bytes(8 * MiB)).channels, 2);
+  EXPECT_EQ(nccl_p2p_node_rate(mesh, p, {0, 1, 2, 3}, Bytes(64 * KiB)).channels, 1);
+  EXPECT_NEAR(nccl_p2p_node_rate(mesh, p, {0, 1}, Bytes(8 * MiB)).cap.GBps(), 4 * 13.25, 1e-9);
 }
 
 hw::NodeSpec a100_like(int links) {
@@ -66,28 +94,28 @@ hw::NodeSpec a100_like(int links) {
 TEST(NcclP2pChannels, RatePerChannelIsHalfTheTreeRate) {
   CommParams p = CommParams::nccl_defaults();
   // 4 links: 8 per peer; minimum 8 halved while x 8 > 32: 4; maximum 8. 1 GiB: 8 of 128 MiB.
-  const P2pNodeRate four = nccl_p2p_node_rate(a100_like(4), p, 8, Bytes(GiB));
+  const P2pNodeRate four = nccl_p2p_node_rate(a100_like(4), p, first(8), Bytes(GiB));
   EXPECT_EQ(four.channels, 8);
   EXPECT_NEAR(four.cap.GBps(), 8 * 12.0, 1e-9);
-  const P2pNodeRate twelve = nccl_p2p_node_rate(a100_like(12), p, 8, Bytes(GiB));
+  const P2pNodeRate twelve = nccl_p2p_node_rate(a100_like(12), p, first(8), Bytes(GiB));
   EXPECT_EQ(twelve.channels, 16);
   EXPECT_NEAR(twelve.cap.GBps(), 16 * 12.0, 1e-9);
   hw::NodeSpec hopper = a100_like(18);
   hopper.gpu.compute_capability = "9.0";
-  EXPECT_NEAR(nccl_p2p_node_rate(hopper, p, 8, Bytes(GiB)).cap.GBps(), 16 * 19.35, 1e-9);
+  EXPECT_NEAR(nccl_p2p_node_rate(hopper, p, first(8), Bytes(GiB)).cap.GBps(), 16 * 19.35, 1e-9);
   hw::NodeSpec volta = a100_like(6);
   volta.gpu.compute_capability = "7.0";
-  EXPECT_NEAR(nccl_p2p_node_rate(volta, p, 2, Bytes(8 * MiB)).cap.GBps(), 16 * 13.25, 1e-9);  // 2 x 6 links -> 16 per peer, 16 of 512 KiB
+  EXPECT_NEAR(nccl_p2p_node_rate(volta, p, first(2), Bytes(8 * MiB)).cap.GBps(), 16 * 13.25, 1e-9);  // 2 x 6 links -> 16 per peer, 16 of 512 KiB
   // No known rate: a GPU without a compute capability, and Blackwell.
   hw::NodeSpec unknown = a100_like(12);
   unknown.gpu.compute_capability.clear();
-  EXPECT_TRUE(nccl_p2p_node_rate(unknown, p, 8, Bytes(GiB)).cap.is_zero());
+  EXPECT_TRUE(nccl_p2p_node_rate(unknown, p, first(8), Bytes(GiB)).cap.is_zero());
   hw::NodeSpec blackwell = a100_like(18);
   blackwell.gpu.compute_capability = "10.0";
-  EXPECT_TRUE(nccl_p2p_node_rate(blackwell, p, 8, Bytes(GiB)).cap.is_zero());
+  EXPECT_TRUE(nccl_p2p_node_rate(blackwell, p, first(8), Bytes(GiB)).cap.is_zero());
   // The v2.20 rule: all 32 of the peer's channels.
   p.p2p_channel_load = 64;
-  EXPECT_EQ(nccl_p2p_node_rate(a100_like(12), p, 8, Bytes(GiB)).channels, 32);
+  EXPECT_EQ(nccl_p2p_node_rate(a100_like(12), p, first(8), Bytes(GiB)).channels, 32);
 }
 
 // A send/recv plan on one node is held to its channels' rate where the links are faster: 8 GPUs
