@@ -1,24 +1,21 @@
 #include "comm/p2p.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <utility>
 
 #include "comm/channels.hpp"
+#include "comm/plan_helpers.hpp"
 
 namespace dtsim::comm {
 
 namespace {
 constexpr int kMaxChannels = 32;  // MAXCHANNELS in v2.18.5
 
-int next_pow2(int v) {
-  int p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using detail::div_up;
+int next_pow2(int v) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(1, v)))); }
 
 // ncclTopoGetNchannels over the pairs of `locals`, smallest: 2 x links for a pair joined by NVLink
 // (through the switch: every link of the GPU), 2 for any other pair. Also whether any pair is

@@ -23,6 +23,8 @@ inline int ceil_log2(int m) {
 }
 
 // log2 rounded down (NCCL's log2i); 0 for 1 and below.
+inline std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 inline int floor_log2(std::int64_t m) { return m > 1 ? std::bit_width(static_cast<std::uint64_t>(m)) - 1 : 0; }
 
 inline void append(hw::Path& dst, const hw::Path& src) { dst.insert(dst.end(), src.begin(), src.end()); }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "comm/plan_helpers.hpp"
+
 namespace dtsim::comm {
 
 namespace {
@@ -20,7 +22,7 @@ constexpr std::int64_t kLl128StepData = kLl128StepWire * 15 / 16;          // 57
 constexpr std::int64_t kLl128Grain = 8 * 15 * 8 / 16;  // 60
 constexpr int kWarp = 32;
 
-std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using detail::div_up;
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return div_up(a, b) * b; }
 int log2i(int n) {
   int l = 0;

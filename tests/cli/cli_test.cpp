@@ -261,6 +261,23 @@ TEST(Cli, ThePeerToPeerLlThresholdMovesTheProtocolAndRefusesGarbage) {
   }
 }
 
+TEST(Cli, ThePeerToPeerChannelLoadMovesTheChannelsAndRefusesGarbage) {
+  // 1 GiB send/recv on 8 A100s: NCCL v2.18.5 spreads it over 16 of the peer's 32 channels; with
+  // v2.20's rule (no limit) over all 32 (comm/p2p.hpp).
+  const Result old_rule = run("collective --cluster dgx-a100-80g --op sendrecv --min 1G --max 1G");
+  ASSERT_EQ(old_rule.code, 0) << old_rule.out;
+  EXPECT_EQ(last_field_of_row(old_rule.out, "1073741824"), "16") << old_rule.out;
+  const Result new_rule = run("collective --cluster dgx-a100-80g --op sendrecv --min 1G --max 1G --set comm.p2p.channel_load=64");
+  ASSERT_EQ(new_rule.code, 0) << new_rule.out;
+  EXPECT_EQ(last_field_of_row(new_rule.out, "1073741824"), "32") << new_rule.out;
+  for (const char* v : {"0", "65", "four", "-4", "4.5"}) {
+    const Result bad = run(std::string("collective --cluster dgx-a100-80g --op sendrecv --set comm.p2p.channel_load=") + v);
+    EXPECT_EQ(bad.code, 2) << v;
+    EXPECT_NE(bad.out.find("p2p.channel_load"), std::string::npos) << bad.out;
+    EXPECT_EQ(bad.out.find("direct/"), std::string::npos) << bad.out;  // nothing simulated
+  }
+}
+
 TEST(Cli, AnUnknownChoiceIsRefusedOnTheCommandLineAndInAProfile) {
   const Result set = run("collective --cluster dgx-h100 --min 1M --max 1M --set comm.choice=quickest");
   EXPECT_EQ(set.code, 2);
