@@ -373,7 +373,7 @@ const std::map<std::string, std::string>& key_sections() {
       {"grad_dtype", "training"}, {"recompute", "training"}, {"optimizer", "training"}, {"attention", "training"},
       {"tokens", "training"}, {"samples", "training"}, {"epochs", "training"}, {"data", "training"},
       {"tp", "parallel"}, {"pp", "parallel"}, {"dp", "parallel"}, {"cp", "parallel"}, {"cp_comm", "parallel"}, {"ep", "parallel"}, {"zero", "parallel"},
-      {"schedule", "parallel"}, {"virtual_stages", "parallel"}, {"sequence_parallel", "parallel"}, {"overlap_param_gather", "parallel"}, {"param_gather_start", "parallel"}, {"overlap_p2p", "parallel"}, {"dp_impl", "parallel"},
+      {"schedule", "parallel"}, {"virtual_stages", "parallel"}, {"sequence_parallel", "parallel"}, {"overlap_param_gather", "parallel"}, {"param_gather_start", "parallel"}, {"overlap_p2p", "parallel"}, {"separate_gather_group", "parallel"}, {"dp_impl", "parallel"},
       {"bucket", "parallel"}, {"fusion_buffer", "parallel"}, {"fusion_cycle", "parallel"}, {"order", "parallel"},
       {"symmetric", "simulation"}, {"sharing", "simulation"}, {"free_communication", "simulation"}, {"params", "simulation"},
       {"gpu_hour", "prices"}, {"kwh", "prices"}, {"currency", "prices"}, {"pue", "energy"}};

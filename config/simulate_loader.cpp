@@ -392,6 +392,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
     auto start = enum_field(*pr, "param_gather_start", workloads::ParamGatherStart::automatic, workloads::parse_param_gather_start, "auto, step, first-use, aligned");
     if (start) p.param_gather_start = *start;
     if (auto v = pr->boolean("overlap_p2p")) p.overlap_p2p = *v;
+    if (auto v = pr->boolean("separate_gather_group")) p.separate_gather_group = *v;
     if (auto v = enum_field(*pr, "dp_impl", workloads::DpImpl::ddp, workloads::parse_dp_impl,
                             "ddp, horovod, no-overlap, mirrored, dataparallel, parameter-server")) {
       p.dp_impl = *v;
@@ -542,6 +543,7 @@ std::optional<SimulateConfig> load_simulate_config(const std::string& path, cons
   if (p.cp > 1 || p.cp_comm != workloads::CpComm::p2p) res["parallel"]["cp_comm"] = std::string(workloads::to_string(p.cp_comm));
   if (p.overlap_param_gather) res["parallel"]["overlap_param_gather"] = true;
   if (p.overlap_p2p) res["parallel"]["overlap_p2p"] = true;
+  if (p.separate_gather_group) res["parallel"]["separate_gather_group"] = true;
   if (p.param_gather_start != workloads::ParamGatherStart::automatic) {
     res["parallel"]["param_gather_start"] = std::string(workloads::to_string(p.param_gather_start));
   }

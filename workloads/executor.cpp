@@ -173,7 +173,7 @@ void Engine::advance(Executor& e) {
         grads_ready(e, in.a);
         break;
       case OpKind::gather_wait:
-        e.gather_allowed = std::max(e.gather_allowed, in.a + 1);
+        allow_gathers(e, in.a + 1);
         pump_gathers(e);
         if (!e.gathered[static_cast<std::size_t>(in.a)]) {
           block(e, TimeKind::dp);

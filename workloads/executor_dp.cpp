@@ -51,9 +51,39 @@ int Engine::first_gathers_allowed(const StepInputs& in) {
   return -1;
 }
 
+void Engine::allow_gathers(Executor& e, int last) {
+  const std::int64_t n = static_cast<std::int64_t>(e.gather_issued.size());
+  for (std::int64_t i = std::max<std::int64_t>(std::int64_t{e.gather_allowed} + 1, 0); i <= std::min<std::int64_t>(last, n - 1); ++i) {
+    e.gather_issued[static_cast<std::size_t>(i)] = e.issued++;
+  }
+  e.gather_allowed = std::max(e.gather_allowed, last);
+}
+
+void Engine::queue_bucket(Executor& e, const Bucket& bk) {
+  e.dp_ready.push_back(bk);
+  e.dp_ready_issued.push_back(e.issued++);
+}
+
+// On a shared stream a collective starts when none is running and nothing issued before it waits.
+bool Engine::dp_stream_turn(const Executor& e, bool gather) const {
+  if (!shared_dp_stream_) return gather ? !e.gather_busy : !e.dp_busy;
+  if (e.gather_busy || e.dp_busy) return false;
+  const bool gather_ready = e.gather_next < static_cast<int>(e.gather_issued.size()) && e.gather_next <= e.gather_allowed;
+  if (gather_ready && !e.dp_ready_issued.empty()) {
+    const bool gather_first = e.gather_issued[static_cast<std::size_t>(e.gather_next)] < e.dp_ready_issued.front();
+    return gather == gather_first;
+  }
+  return true;
+}
+
+void Engine::pump_dp_streams(Executor& e) {
+  pump_gathers(e);
+  pump_dp(e);
+}
+
 void Engine::pump_gathers(Executor& e) {
   const auto& gs = e.prog->gathers;
-  if (e.gather_busy || e.gather_next >= static_cast<int>(gs.size()) || e.gather_next > e.gather_allowed) return;
+  if (e.gather_next >= static_cast<int>(gs.size()) || e.gather_next > e.gather_allowed || !dp_stream_turn(e, true)) return;
   const int idx = e.gather_next++;
   e.gather_busy = true;
   change_background(e, +1);
@@ -71,7 +101,7 @@ void Engine::pump_gathers(Executor& e) {
       e.waiting_gather = -1;
       resume(e);
     }
-    pump_gathers(e);
+    pump_dp_streams(e);
   }, [this, stage, bytes](std::function<void()> all_done) {
     launch(flows_.dp_collective(stage, false, CollOp::allgather, Bytes(static_cast<I>(bytes))), all_done);
   });
@@ -86,14 +116,14 @@ void Engine::bucket_ready(Executor& e, const Bucket& bk) {
   switch (in_.parallel.dp_impl) {
     case DpImpl::ddp:
     case DpImpl::parameter_server:  // pushed to the shards as buckets fill, like DDP's all-reduces
-      e.dp_ready.push_back(bk);
+      queue_bucket(e, bk);
       pump_dp(e);
       break;
     case DpImpl::dataparallel:  // reduced onto GPU 0 after each backward call (a transfer)
       break;
     case DpImpl::no_overlap:
     case DpImpl::mirrored:
-      e.dp_ready.push_back(bk);  // reduced once the backward pass is over (finish_backward)
+      queue_bucket(e, bk);  // reduced once the backward pass is over (finish_backward)
       break;
     case DpImpl::horovod:
       e.horovod_pending.push_back(bk);
@@ -111,13 +141,18 @@ void Engine::pump_dp(Executor& e) {
   const DpImpl impl = in_.parallel.dp_impl;
   if ((impl == DpImpl::no_overlap || impl == DpImpl::mirrored) && !e.backward_done) return;
   const bool ps = impl == DpImpl::parameter_server;
-  if (lay_.grad_dp() < 2 && !ps) e.dp_ready.clear();  // one replica: nothing to reduce
+  if (lay_.grad_dp() < 2 && !ps) {  // one replica: nothing to reduce
+    e.dp_ready.clear();
+    e.dp_ready_issued.clear();
+  }
   if (e.dp_ready.empty()) {
     maybe_end_dp(e);
     return;
   }
+  if (!dp_stream_turn(e, false)) return;
   const Bucket bk = e.dp_ready.front();
   e.dp_ready.pop_front();
+  e.dp_ready_issued.pop_front();
   e.dp_busy = true;
   change_background(e, +1);
   const int seq = e.dp_issued++;
@@ -131,7 +166,7 @@ void Engine::pump_dp(Executor& e) {
     }
     e.dp_busy = false;
     change_background(e, -1);
-    pump_dp(e);
+    pump_dp_streams(e);
   };
   const int stage = e.stage;
   join(fmt::format("dp|{}|{}", stage, seq), replicas_, finished, [this, stage, bk, ps](std::function<void()> all_done) {
@@ -180,7 +215,7 @@ void Engine::horovod_cycle(Executor& e) {
       b.expert_params += next.expert_params;
       e.horovod_pending.pop_front();
     }
-    e.dp_ready.push_back(b);
+    queue_bucket(e, b);
   }
   pump_dp(e);
 }

@@ -59,6 +59,12 @@ struct Executor {
   int gather_next = 0;     // next gather the stream starts (in order)
   int gather_allowed = 0;  // the last gather the stream may start: one ahead of the one waited for
   int waiting_gather = -1;
+  // One NCCL stream for the data-parallel group (Engine::shared_dp_stream_): the gathers and the
+  // gradient reductions run one at a time, in the order they were issued. Issue numbers: of each
+  // gather once it may start (-1 before), and of each ready bucket, in dp_ready's order.
+  std::vector<std::int64_t> gather_issued;
+  std::deque<std::int64_t> dp_ready_issued;
+  std::int64_t issued = 0;
   // parallel.overlap_p2p: pipeline sends in flight by direction (activations, gradients), and the
   // direction whose send the stream waits for before it issues the next (-1: none).
   std::array<int, 2> sends_in_flight{};
@@ -76,7 +82,7 @@ class Engine {
   Engine(const hw::Topology& topo, const StepInputs& in, const Layout& lay, const StepGraph& graph, const GpuKinds& kinds, Simulator& sim,
          FlowNetwork& net)
       : in_(in), lay_(lay), graph_(graph), sim_(sim), net_(net), symmetric_(in.symmetric && !kinds.mixed()),
-        replicas_(symmetric_ ? 1 : lay.dp()), flows_(topo, in, lay, symmetric_) {
+        replicas_(symmetric_ ? 1 : lay.dp()), shared_dp_stream_(!in.parallel.separate_gather_group), flows_(topo, in, lay, symmetric_) {
     // Mixed GPU kinds: every data-parallel replica is simulated on its own kind's graphs, so that
     // synchronous steps wait for the slowest.
     for (int s = 0; s < graph.stages; ++s) {
@@ -87,7 +93,9 @@ class Engine {
         e.prog = &graph.kinds[static_cast<std::size_t>(kinds.mixed() ? kinds.kind_of(lay, s, r) : 0)][static_cast<std::size_t>(s)];
         e.act_ready.assign(static_cast<std::size_t>(graph.micro_batches * graph.virtual_stages), 0);
         e.gathered.assign(e.prog->gathers.size(), 0);
-        e.gather_allowed = first_gathers_allowed(in);
+        e.gather_issued.assign(e.prog->gathers.size(), -1);
+        e.gather_allowed = -1;
+        allow_gathers(e, first_gathers_allowed(in));
         e.grad_ready.assign(static_cast<std::size_t>(graph.micro_batches * graph.virtual_stages), 0);
         e.record = in.record_timeline &&
                    (in.timeline_stages.empty() || std::find(in.timeline_stages.begin(), in.timeline_stages.end(), s) != in.timeline_stages.end());
@@ -102,6 +110,14 @@ class Engine {
  private:
   // The gathers a stage may start before its ops wait for any (executor_dp.cpp).
   static int first_gathers_allowed(const StepInputs& in);
+  // Gathers up to `last` may start; each gets its issue number.
+  static void allow_gathers(Executor& e, int last);
+  // A bucket is ready to reduce: queued with its issue number.
+  static void queue_bucket(Executor& e, const Bucket& bk);
+  // Whether the data-parallel stream may start the next gather (`gather`) or bucket now.
+  bool dp_stream_turn(const Executor& e, bool gather) const;
+  // Starts whatever the data-parallel streams can run next.
+  void pump_dp_streams(Executor& e);
   void launch(const Collective& c, std::function<void()> done);
   void ps_update(Executor& e);
   void start_input_copies();
@@ -162,6 +178,10 @@ class Engine {
   FlowNetwork& net_;
   bool symmetric_ = true;  // in_.symmetric, false on mixed clusters
   int replicas_ = 1;       // data-parallel replicas simulated per stage
+  // The parameter gathers and the gradient reductions go to one process group, and so to one NCCL
+  // stream (PyTorch's ProcessGroupNCCL: "any collectives, even if issued in different streams,
+  // contend for the same per-device NCCL stream", torch/distributed/fsdp/api.py BackwardPrefetch).
+  bool shared_dp_stream_ = true;
   CommFlows flows_;
   std::vector<Executor> execs_;
   std::map<std::string, std::vector<std::function<void()>>> rendezvous_;

@@ -44,6 +44,9 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   } else if (par.param_gather_start == ParamGatherStart::aligned && par.schedule != PipelineSchedule::interleaved_1f1b) {
     out.push_back("parallel.param_gather_start: aligned runs as first-use without schedule: interleaved-1f1b (Megatron-LM turns --align-param-gather off for the other schedules)");
   }
+  if (par.separate_gather_group && !(lay.grad_dp() > 1 && (par.zero >= 3 || overlaps_param_gather(in, lay)))) {
+    out.push_back("parallel.separate_gather_group has no effect without overlapped parameter all-gathers (zero 3, or overlap_param_gather with zero 1 or 2) over more than one data-parallel rank");
+  }
   if (par.overlap_p2p && lay.pp() == 1) {
     out.push_back("parallel.overlap_p2p has no effect with pp = 1 (there are no pipeline transfers)");
   }

@@ -191,6 +191,10 @@ struct ParallelSpec {
   // schedule goes on; only its receiver waits for it. Off: the sender waits (p2p_communication's
   // blocking send/recv).
   bool overlap_p2p = false;
+  // The parameter all-gathers (ZeRO-3, overlap_param_gather) on a process group of their own, so
+  // that they run beside the gradient reductions. Off (PyTorch FSDP, DeepSpeed ZeRO-3, Megatron-Core):
+  // both go to the data-parallel group, whose one NCCL stream runs them one at a time in issue order.
+  bool separate_gather_group = false;
   DpImpl dp_impl = DpImpl::ddp;
   Bytes bucket = Bytes::MiB(25);           // DDP gradient bucket cap (PyTorch bucket_cap_mb=25, in MiB)
   Bytes fusion_buffer = Bytes(64 << 20);   // Horovod tensor fusion threshold

@@ -507,6 +507,31 @@ TEST(SimulateCli, OverlappedParamGatherShortensTheStepAndIsCheckedAtItsLine) {
                     4, "parallel.overlap_param_gather");
 }
 
+// parallel.separate_gather_group: the Llama 2 7B FSDP example with short sequences (one
+// micro-batch of 512 tokens: each layer's gather and reduce-scatter outlast its backward compute)
+// runs its gathers beside the reduce-scatters instead of after them on the group's one stream, so
+// its step shrinks, and the JSON echoes the setting; without ZeRO-3 or an overlapped gather it is
+// noted as without effect; a bad value is refused at its line.
+TEST(SimulateCli, SeparateGatherGroupShortensACommunicationBoundFsdpStepAndIsCheckedAtItsLine) {
+  auto fsdp = [](const std::string& set, const std::string& name) {
+    const std::string json = temp(name);
+    const Result r = run("simulate " + example("llama2-7b-fsdp.yaml") + " --set training.seq_len=512 --set training.micro_batch=1" + set + " --json " + json);
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::ifstream in(json);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json shared = fsdp("", "fsdp-shared.json"), separate = fsdp(" --set parallel.separate_gather_group=true", "fsdp-separate.json");
+  EXPECT_LT(separate["result"]["step_time_s"].get<double>(), shared["result"]["step_time_s"].get<double>());
+  EXPECT_FALSE(shared["config"]["parallel"].contains("separate_gather_group"));
+  EXPECT_TRUE(separate["config"]["parallel"]["separate_gather_group"].get<bool>());
+  const auto [plain_out, plain] = gpt3_example_with(" --set parallel.separate_gather_group=true", "gather-group-zero1.json");
+  EXPECT_NE(plain_out.find("parallel.separate_gather_group has no effect without overlapped parameter all-gathers"), std::string::npos) << plain_out;
+  expect_refused_at("gather-group-bad.yaml",
+                    "cluster: {node: dgx-h100, nodes: 2}\nmodel: gpt3-1.3b\ntraining: {global_batch: 16}\n"
+                    "parallel: {zero: 3, separate_gather_group: sometimes}\n",
+                    4, "parallel.separate_gather_group");
+}
+
 // parallel.param_gather_start: echoed in the JSON when given; without the overlapped gather it is
 // noted as without effect; aligned without the interleaved schedule is noted as running as
 // first-use (Megatron-LM forces --align-param-gather off there; a plan may pick the schedule); an

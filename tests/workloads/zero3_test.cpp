@@ -6,7 +6,17 @@
 // Closed forms checked: with M micro-batches per step, ZeRO-3 issues exactly M times the
 // reduce-scatters of a one-micro-batch step; ZeRO-1 issues the same number for every M; the
 // optimizer updates each tensor once whatever M (its time does not grow with M).
+// One NCCL stream per process group (docs/model.md, "One stream for the data-parallel group"):
+// FSDP issues its all-gathers and reduce-scatters to one process group, and "any collectives,
+// even if issued in different streams, contend for the same per-device NCCL stream"
+// (torch/distributed/fsdp/api.py, BackwardPrefetch). Checked: with the shared stream no gather
+// overlaps a reduce-scatter, and when communication outlasts compute the backward pass's
+// collectives run back to back in FSDP's BACKWARD_PRE issue order (gather of layer l - 1, then
+// layer l's reduce-scatter), so their span is the sum of their times; with
+// separate_gather_group they overlap.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -68,6 +78,74 @@ TEST(Zero3, ReduceScattersOneUnitAtATimeUnlessABucketIsGiven) {
   EXPECT_EQ(units.reduce_scatters, 6);
   EXPECT_EQ(run(3, 2, Bytes(0)).reduce_scatters, 12);
   EXPECT_GT(run(3, 1).reduce_scatters, units.reduce_scatters);
+}
+
+struct DpEvent {
+  bool gather = false;
+  double start = 0, end = 0;
+};
+
+// Stage 0, replica 0's data-parallel collectives of a communication-bound ZeRO-3 step (short
+// sequences, 2048-wide layers over a 25 Gb/s network), in start order.
+std::vector<DpEvent> dp_events(bool separate) {
+  auto topo = std::move(hw::Topology::build(cluster(nvswitch_node(8, true, 25), 2, hw::FabricKind::fat_tree, 40))).value();
+  StepInputs in;
+  in.model = gpt(4, 2048);
+  in.training.global_batch = 16;
+  in.training.micro_batch = 1;
+  in.training.seq_len = 128;
+  in.parallel.zero = 3;
+  in.parallel.bucket = Bytes(0);
+  in.parallel.separate_gather_group = separate;
+  in.record_timeline = true;
+  auto r = simulate_step(topo, in);
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  std::vector<DpEvent> out;
+  if (!r.ok()) return out;
+  for (const TimelineEvent& e : r->timeline.events) {
+    if (e.stage != 0 || e.replica != 0 || e.track != TimelineEvent::Track::dp) continue;
+    const bool gather = e.name.rfind("dp allgather (parameters)", 0) == 0;
+    if (!gather && e.name.rfind("dp reducescatter", 0) != 0) continue;
+    out.push_back({gather, e.start.seconds(), e.end.seconds()});
+  }
+  std::sort(out.begin(), out.end(), [](const DpEvent& a, const DpEvent& b) { return a.start < b.start; });
+  return out;
+}
+
+TEST(Zero3, GathersAndReduceScattersShareTheGroupsStream) {
+  const std::vector<DpEvent> ev = dp_events(false);
+  // 6 units (4 layers, the embedding and the head): gathered for the forward and again for the
+  // backward pass (the last unit's forward gather serves its backward), 6 reduce-scatters.
+  ASSERT_GE(ev.size(), 12U);
+  for (std::size_t i = 1; i < ev.size(); ++i) {
+    EXPECT_GE(ev[i].start, ev[i - 1].end - 1e-9) << "collective " << i << " starts before collective " << i - 1 << " ends";
+  }
+  // From the first reduce-scatter on, each collective starts as the one before ends: the stream
+  // is never idle, since each waits only for collectives issued before it and compute is shorter
+  // than either. Gathers and reduce-scatters alternate until the gathers run out (the embedding's
+  // is the last); its reduce-scatter and then the embedding's follow.
+  std::size_t first_rs = 0, last_gather = 0;
+  while (first_rs < ev.size() && ev[first_rs].gather) ++first_rs;
+  for (std::size_t i = 0; i < ev.size(); ++i) last_gather = ev[i].gather ? i : last_gather;
+  ASSERT_LT(first_rs + 3, last_gather);
+  EXPECT_EQ(ev.size() - last_gather, 3U) << "two reduce-scatters after the last gather";
+  for (std::size_t i = first_rs + 1; i < ev.size(); ++i) {
+    if (i <= last_gather) {
+      EXPECT_NE(ev[i].gather, ev[i - 1].gather) << "collective " << i << " (BACKWARD_PRE order: gather, reduce-scatter, ...)";
+    }
+    EXPECT_NEAR(ev[i].start, ev[i - 1].end, 1e-9) << "collective " << i;
+  }
+}
+
+TEST(Zero3, ASeparateGatherGroupOverlapsGathersWithReduceScatters) {
+  const std::vector<DpEvent> ev = dp_events(true);
+  bool overlap = false;
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    for (std::size_t j = i + 1; j < ev.size(); ++j) {
+      if (ev[i].gather != ev[j].gather && ev[j].start < ev[i].end - 1e-9 && ev[i].start < ev[j].end - 1e-9) overlap = true;
+    }
+  }
+  EXPECT_TRUE(overlap);
 }
 
 TEST(Zero3, DistributedOptimizerReducesOnceAfterTheLastMicroBatch) {
