@@ -222,7 +222,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
       dp_s[s] = overlap ? std::max(t / buckets, t - bwd[s]) : t;
       // ZeRO-3 on the data-parallel group's one stream (below): each layer's reduce-scatter runs
       // between the backward pass's gathers, every micro-batch; only the last one is left after it.
-      if (par.zero >= 3 && !par.separate_gather_group && overlap && par.bucket.count() <= 0) dp_s[s] = t / buckets;
+      if (par.zero >= 3 && !par.separate_gather_group && par.dp_impl == workloads::DpImpl::ddp && par.bucket.count() <= 0) dp_s[s] = t / buckets;
       if (par.zero >= 1 && par.zero < 3) {
         // After the optimizer step; with overlap_param_gather under the next first forward pass,
         // which hides all but a bucket's worth (docs/model.md). A rough bound, stage by stage: the
@@ -244,8 +244,7 @@ Expected<StepEstimate> StepEstimator::estimate(const workloads::StepInputs& in, 
         // One stream for the gathers and the reduce-scatters (unless separate_gather_group): in
         // the backward pass a layer's compute hides the next gather and its own reduce-scatter
         // together, as FSDP issues them in that order to one process group (docs/model.md).
-        const bool shared = !par.separate_gather_group && par.bucket.count() <= 0 &&
-                            (par.dp_impl == workloads::DpImpl::ddp || par.dp_impl == workloads::DpImpl::horovod);
+        const bool shared = !par.separate_gather_group && par.bucket.count() <= 0 && par.dp_impl == workloads::DpImpl::ddp;
         for (const auto& [params, times] : zero3_layers[s]) {
           const double g = collective_s(CollOp::allgather, group, params * param_bytes) * share;
           const double r = shared ? collective_s(CollOp::reducescatter, group, params * grad_bytes) * share : 0.0;

@@ -82,7 +82,7 @@ class Engine {
   Engine(const hw::Topology& topo, const StepInputs& in, const Layout& lay, const StepGraph& graph, const GpuKinds& kinds, Simulator& sim,
          FlowNetwork& net)
       : in_(in), lay_(lay), graph_(graph), sim_(sim), net_(net), symmetric_(in.symmetric && !kinds.mixed()),
-        replicas_(symmetric_ ? 1 : lay.dp()), shared_dp_stream_(!in.parallel.separate_gather_group), flows_(topo, in, lay, symmetric_) {
+        replicas_(symmetric_ ? 1 : lay.dp()), shared_dp_stream_(shares_dp_stream(in.parallel)), flows_(topo, in, lay, symmetric_) {
     // Mixed GPU kinds: every data-parallel replica is simulated on its own kind's graphs, so that
     // synchronous steps wait for the slowest.
     for (int s = 0; s < graph.stages; ++s) {
@@ -108,6 +108,12 @@ class Engine {
   ExecutionRecord take_record();
 
  private:
+  // Whether the gathers and the gradient reductions share one stream: the data-parallel group's,
+  // unless separate_gather_group. Only with dp_impl ddp, which issues each bucket when it is ready
+  // (in program order, the same on every replica): Horovod's fusion cycles follow the clock, and
+  // the implementations that reduce after the backward pass issue their buckets once no gather is
+  // left to share the stream with.
+  static bool shares_dp_stream(const ParallelSpec& p) { return !p.separate_gather_group && p.dp_impl == DpImpl::ddp; }
   // The gathers a stage may start before its ops wait for any (executor_dp.cpp).
   static int first_gathers_allowed(const StepInputs& in);
   // Gathers up to `last` may start; each gets its issue number.

@@ -46,6 +46,9 @@ std::vector<std::string> settings_without_effect(const StepInputs& in, const Lay
   }
   if (par.separate_gather_group && !(lay.grad_dp() > 1 && (par.zero >= 3 || overlaps_param_gather(in, lay)))) {
     out.push_back("parallel.separate_gather_group has no effect without overlapped parameter all-gathers (zero 3, or overlap_param_gather with zero 1 or 2) over more than one data-parallel rank");
+  } else if (par.separate_gather_group && par.dp_impl != DpImpl::ddp) {
+    out.push_back("parallel.separate_gather_group has no effect with dp_impl: " + std::string(to_string(par.dp_impl)) +
+                  " (only dp_impl: ddp reduces gradients during the backward pass on the gathers' group)");
   }
   if (par.overlap_p2p && lay.pp() == 1) {
     out.push_back("parallel.overlap_p2p has no effect with pp = 1 (there are no pipeline transfers)");
