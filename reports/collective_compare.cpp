@@ -1,5 +1,6 @@
 #include "reports/collective_compare.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -16,10 +17,15 @@ namespace {
 
 constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 
+// A band with no size in it says so: a median over nothing is not 0%.
 std::string summary(const calibrate::LogComparison& c) {
-  return fmt::format("median |error| {:.1f}% over all {} sizes, {:.1f}% from 1 MiB up; worst {:.1f}%",
-                     100 * calibrate::median_abs_error(c.points), c.points.size(), 100 * calibrate::median_abs_error(c.points, kMiB),
-                     100 * calibrate::max_abs_error(c.points));
+  const auto large = std::count_if(c.points.begin(), c.points.end(), [](const calibrate::LogComparePoint& p) { return p.bytes >= kMiB; });
+  const std::string from_mib = large == 0 ? std::string("no sizes from 1 MiB up")
+                               : large == static_cast<std::ptrdiff_t>(c.points.size())
+                                   ? fmt::format("{:.1f}% from 1 MiB up", 100 * calibrate::median_abs_error(c.points, kMiB))
+                                   : fmt::format("{:.1f}% over the {} from 1 MiB up", 100 * calibrate::median_abs_error(c.points, kMiB), large);
+  return fmt::format("median |error| {:.1f}% over all {} sizes, {}; worst {:.1f}%", 100 * calibrate::median_abs_error(c.points),
+                     c.points.size(), from_mib, 100 * calibrate::max_abs_error(c.points));
 }
 
 std::string what(const calibrate::LogComparison& c, const std::string& cluster) {

@@ -389,6 +389,31 @@ TEST(CliCompare, RefusesWhatItCannotCompare) {
   EXPECT_NE(r.out.find("--report draws a comparison: it needs --compare LOG"), std::string::npos) << r.out;
 }
 
+// The summary's band from 1 MiB up names how many sizes it holds, and says so when it holds none
+// (a median over no size is not 0%). Rows for 16 GPUs, busbw = algbw x 30 / 16 (as below).
+TEST(CliCompare, TheSummarySaysWhenNoSizeReachesOneMiB) {
+  const std::string head =
+      "# nThread 1 nGpus 1 minBytes 65536 maxBytes 2097152 step: 32(factor) warmup iters: 5 iters: 20\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  const std::string small = "       65536         16384     float     sum      -1    20.48    3.20    6.00      0    20.48    3.20    6.00      0\n";
+  const std::string large = "     2097152        524288     float     sum      -1    150.0   13.98   26.21      0    150.0   13.98   26.21      0\n";
+  const std::string log = temp("all_reduce_perf-bands.log");
+  write(log, head + small);
+  Result r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("over all 1 sizes, no sizes from 1 MiB up;"), std::string::npos) << r.out;
+  write(log, head + small + large);
+  r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("over all 2 sizes, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% over the 1 from 1 MiB up;"), std::string::npos) << r.out;
+  write(log, head + large);
+  r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("% from 1 MiB up;"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("over the"), std::string::npos) << r.out;
+}
+
 // An MPI run pasted without its '#  Rank' lines: the settings line says nGpus 1 (one process's
 // GPUs), so the GPU count comes from busbw / algbw = 2(n-1)/n. The rows are made for n = 16:
 // 1 MiB in 100 us is algbw 10.49 GB/s and busbw 10.49 x 30 / 16 = 19.66 GB/s.
