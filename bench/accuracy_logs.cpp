@@ -31,6 +31,9 @@ struct LogTarget {
   std::optional<int> gpus;  // when the log's rank lines list only some ranks
   const char* algo = "auto";   // --algo as a user types it (NCCL_ALGO's syntax for a list)
   const char* proto = "auto";  // --proto likewise
+  // --set comm.NAME=VALUE for the run's stated NCCL settings (an environment variable the source
+  // names), as "NAME=VALUE"
+  std::vector<std::string> sets = {};
 };
 
 bool is_file(const char* cluster) { return std::string(cluster).find('/') != std::string::npos; }
@@ -42,6 +45,7 @@ std::string options(const LogTarget& t) {
   if (t.gpus) o += fmt::format(" --gpus {}", *t.gpus);
   if (std::string_view(t.algo) != "auto") o += fmt::format(" --algo {}", t.algo);
   if (std::string_view(t.proto) != "auto") o += fmt::format(" --proto {}", t.proto);
+  for (const auto& s : t.sets) o += fmt::format(" --set comm.{}", s);
   return "`" + o + "`";
 }
 
@@ -59,8 +63,9 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
        "dgx-a100-80g", 4, 32, "auto"},
       {"nccl-tests-119-a100-4nic", "all_reduce_perf-3x-a100-4nic-tail.log", "3 A100 40GB servers, 4 x HDR NICs each (six rows)",
        "examples/clusters/a100-40g-4nic-3node.yaml", std::nullopt, std::nullopt, "auto"},
-      {"gcp-a3-mega-tcpxo-allreduce", "all_reduce_perf-2x-h100-a3mega-tcpxo.log", "2 Google Cloud A3 Mega VMs, 8 x 200 Gb/s GPUDirect-TCPXO, its profile's `NCCL_ALGO=Ring,Tree` `NCCL_PROTO=Simple`",
-       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, "ring,tree", "Simple"},
+      {"gcp-a3-mega-tcpxo-allreduce", "all_reduce_perf-2x-h100-a3mega-tcpxo.log",
+       "2 Google Cloud A3 Mega VMs, 8 x 200 Gb/s GPUDirect-TCPXO, its profile's `NCCL_ALGO=Ring,Tree` `NCCL_PROTO=Simple` `NCCL_BUFFSIZE=8388608`",
+       "examples/clusters/gcp-a3-mega-2node.yaml", std::nullopt, std::nullopt, "ring,tree", "Simple", {"buffsize=8M"}},
       {"nccl-tests-309-h100-ib-logs", "all_reduce_perf-2x-h100-ndr-xe9680.log", "2 HGX H100 servers, 8 x NDR each, NCCL 2.26.2, default", "dgx-h100", 2,
        std::nullopt, "auto"},
       {"nccl-tests-309-h100-ib-logs", "all_reduce_perf-4x-h100-ndr-vm.log", "the same servers as 4 VMs", "dgx-h100", 4, std::nullopt, "auto"},
@@ -105,7 +110,12 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
     if (!choice) return Error(fmt::format("{}: --{}: {}", t.log, choice.error().field, choice.error().message));
     opt.choice = *choice;
     opt.gpus = t.gpus;
-    auto cmp = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *log, opt);
+    comm::CommParams params = comm::CommParams::nccl_defaults();
+    for (const auto& set : t.sets) {
+      const auto eq = set.find('=');
+      if (auto st = comm::set_comm_param(params, set.substr(0, eq), set.substr(eq + 1)); !st) return Error(fmt::format("{}: --set comm.{}: {}", t.log, set, st.error().message));
+    }
+    auto cmp = calibrate::compare_log(*topo, params, *log, opt);
     if (!cmp) return Error(fmt::format("{}: {}", path, cmp.error().message));
     const std::string fit = fit_of(reg, t.dataset, constants);
     std::vector<std::string> algos;

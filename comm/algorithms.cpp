@@ -188,7 +188,7 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   });
   factor = tuned.factor;
   // The pipeline's fill (v2.18.5 broadcast.h, reduce.h; BROADCAST_ and REDUCE_CHUNKSTEPS = 1):
-  // with Simple a rank forwards a chunk (one 512 KiB step, or its channel's share of a smaller
+  // with Simple a rank forwards a chunk (one step, 512 KiB by default, or its channel's share of a smaller
   // message) only once all of it has arrived and its flag is posted (prims_simple.h: one slice
   // per chunk), so the chain fills in n - 2 chunks. LL and LL128 flag every 16-byte line (8 of
   // data) or 128-byte line and forward each line or warp slice as soon as it is read (prims_ll.h,
@@ -198,7 +198,7 @@ void Planner::add_chain(const Layout& lay, CollOp op, int root, Protocol proto, 
   // out of the rank that holds the data (it writes the step at copy speed). Each of this plan's
   // nch groups carries size / nch at used / max_channels of its rate (below), so a used
   // channel's fill is spread over them as fill x used / nch.
-  const double piece = proto == Protocol::simple ? params_.pipeline_chunk.as_double() : static_cast<double>(step_data_bytes(proto));
+  const double piece = static_cast<double>(step_data_bytes(params_, proto));
   const double chain_pieces = used / std::max(1, chp.max_channels);
   const ChannelRelief relief = channel_relief(lay, proto, chain_pieces, tuned.busbw_GBps);
   const double per_hop = std::min(size.as_double() / used, piece) * used / nch * relief.fill_scale;
@@ -290,6 +290,7 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     for (LinkId l : all) load[l.value] += share;
   }
   double busbw_GBps = 0;  // on idle links at the factor: twice the algorithm bandwidth (tuning.cc ratio .5)
+  const double link_bound_factor = factor;  // before a cap of the protocol's own rate
   if (const double worst = most_loaded_seconds(load); worst > 0) {
     const double algbw = size.as_double() / worst;  // bytes/s at factor 1
     if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
@@ -311,6 +312,17 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // fraction of the rate the channel pieces leave (cap_channels below): a channel's fill is its
   // chunks crossing the hops, as long however many chunks its piece holds, so the rate the
   // uneven split takes from the data must not take it from the fill again. Not in NCCL's tuner.
+  // The phase's load counts every group's share twice on its edges, once going up and once coming
+  // down (runTreeSplit runs the reduce and the broadcast side by side, on the same GPUs' links).
+  // While the first chunk climbs, only chunks going up are on the links, and while the last one
+  // comes down only chunks coming down: the fill and the drain cross their hops on half the
+  // steady load, each hop in half the steady time of a chunk. So the up and down hops count half,
+  // and with Simple the pipeline then takes (hops / 2 - 1) chunks beyond its data (one chunk's
+  // time is already in the data). Not where a cap of the protocol's rate (the tuner caps above,
+  // LL's ceiling) set the steady rate instead of the links: a channel moves no faster on idle
+  // links then, and each hop takes the steady time. Tested on a measured curve: docs/model.md,
+  // "Tree all-reduce".
+  const double fill_load = factor < link_bound_factor ? 1.0 : 0.5;
   const double pieces = tree_split_fraction(chp, proto, size, plan.ranks, m);
   const ChannelRelief relief = channel_relief(lay, proto, pieces, busbw_GBps);
   const double split = relief.split;
@@ -347,8 +359,8 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
         slowest = std::max(slowest, seconds(h.path) / bottleneck);
       }
       const double up = depth[g % 2];
-      const double hop_units = proto == Protocol::simple ? std::max(0.0, 2.0 * (per_node - 1) * slow_intra + 2.0 * up * slow_net - 1.0)
-                                                         : 2.0 * up * slow_net;
+      const double crossed = proto == Protocol::simple ? 2.0 * (per_node - 1) * slow_intra + 2.0 * up * slow_net : 2.0 * up * slow_net;
+      const double hop_units = proto == Protocol::simple ? std::max(0.0, crossed * fill_load - 1.0) : crossed * fill_load;
       fill[g] = hop_units * piece * carrying * fill_scale / static_cast<double>(groups.size());
     }
   }

@@ -198,7 +198,7 @@ std::int64_t CommParams::nvls_loops(Bytes bytes, int nranks) const {
 }
 
 std::int64_t CommParams::ring_slices(Bytes bytes, int nranks, int channels, int steps) const {
-  constexpr std::int64_t chunk = (std::int64_t{4} << 20) / 8 * 4;
+  const std::int64_t chunk = simple_step().count() * 4;
   const std::int64_t loop = chunk * std::max(1, nranks) * std::max(1, channels);
   const std::int64_t loops = std::max<std::int64_t>(1, (bytes.count() + loop - 1) / loop);
   return loops * std::max(1, steps) * 2;
@@ -349,11 +349,35 @@ std::vector<ParamInfo> build_table() {
                             return Status();
                           }});
   };
-  bytes_param("pipeline_chunk", &CommParams::pipeline_chunk, "chunk that fills the pipeline of chain collectives (broadcast, reduce)",
-              "NCCL v2.18.5: one Simple step, init.cc DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 (broadcast.h, reduce.h: CHUNKSTEPS 1); Simple only, LL and LL128 forward each line");
-  bytes_param("tree_chunk_floor", &CommParams::tree_chunk_floor,
-              "smallest chunk a Simple tree all-reduce halves its 512 KiB step to for short messages (512K: never halved)",
-              "NCCL v2.18.5-v2.19 enqueue.cc computeColl halve it down to 32 KiB by the tree's depth; v2.20.3 to v2.28.9 do not (one step)");
+  t.push_back(ParamInfo{"buffsize", "bytes",
+                        "NCCL_BUFFSIZE: the Simple protocol's buffer per channel and peer; one step (an eighth) is the chunk of a tree all-reduce "
+                        "and of a broadcast or reduce chain, four steps a ring's",
+                        "NCCL v2.18.5-v2.28.9 init.cc DEFAULT_BUFFSIZE 4 MiB, NCCL_STEPS 8; enqueue.cc computeColl (chunkSteps 4 for rings, 1 otherwise)",
+                        [](const CommParams& c) { return to_string(c.buffsize); },
+                        [](CommParams& c, std::string_view v) {
+                          auto b = parse_bytes(v);
+                          if (!b) return Status(b.error());
+                          // NCCL splits it into 8 steps; a step below 8 KiB or above 128 MiB is no buffer NCCL runs well with.
+                          if (b->count() < (std::int64_t{64} << 10) || b->count() > (std::int64_t{1} << 30) || b->count() % 8 != 0) {
+                            return Status(Error(fmt::format("'{}' is not a buffer size from 64 KiB to 1 GiB in whole multiples of 8 bytes", v)));
+                          }
+                          c.buffsize = *b;
+                          return Status();
+                        }});
+  t.push_back(ParamInfo{"tree_chunk_floor", "bytes",
+                        "smallest chunk a Simple tree all-reduce halves its step to for short messages (none: never halved)",
+                        "NCCL v2.18.5-v2.19 enqueue.cc computeColl halve it down to 32 KiB by the tree's depth; v2.20.3 to v2.28.9 do not (one step)",
+                        [](const CommParams& c) { return c.tree_chunk_floor ? to_string(*c.tree_chunk_floor) : std::string("none"); },
+                        [](CommParams& c, std::string_view v) {
+                          if (v == "none") {
+                            c.tree_chunk_floor.reset();
+                            return Status();
+                          }
+                          auto b = parse_bytes(v);
+                          if (!b) return Status(b.error());
+                          c.tree_chunk_floor = *b;
+                          return Status();
+                        }});
   bytes_param("p2p_ll_threshold", &CommParams::p2p_ll_threshold, "send/recv and all-to-all run LL when a peer's message is at most this, else Simple (never LL128)",
               "NCCL v2.18.5 enqueue.cc addP2pToPlan (NCCL_P2P_LL_THRESHOLD default 16384)");
   count("p2p.channel_load", &CommParams::p2p_channel_load,
@@ -382,6 +406,10 @@ Status set_comm_param(CommParams& p, std::string_view name, std::string_view val
       if (!st) return Error(st.error().message, std::string(name));
       return {};
     }
+  }
+  if (name == "pipeline_chunk") {
+    // Until 2026-12-07 the chains' chunk had its own parameter; it is one Simple step.
+    return Error("comm.pipeline_chunk is now one step of NCCL's Simple buffer: set comm.buffsize (NCCL_BUFFSIZE) to 8 x the chunk", std::string(name));
   }
   return Error(fmt::format("unknown communication parameter '{}' (dtsim collective --list-params lists them)", name),
                std::string(name));

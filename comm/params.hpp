@@ -112,13 +112,16 @@ struct CommParams {
   // fewer of them (enqueue.cc getAlgoInfo), and a ring on c of nc channels moves at c/nc of its
   // bandwidth (ncclTopoGetAlgoTime: bw / comm->nChannels x nChannels).
   int max_channels = 24;
-  // Pipelining of chain (broadcast/reduce) collectives: the chunk that fills the pipeline.
-  Bytes pipeline_chunk = Bytes::KiB(512);
+  // NCCL_BUFFSIZE: the Simple protocol's buffer per channel and peer (v2.18.5-v2.28 init.cc
+  // DEFAULT_BUFFSIZE 4 MiB). One step is an eighth of it (NCCL_STEPS 8): the chunk of a tree
+  // all-reduce and of a chain (broadcast, reduce), and a quarter of a ring's (chunkSteps 4;
+  // enqueue.cc computeColl). LL's and LL128's buffers have their own variables and stay fixed.
+  Bytes buffsize = Bytes::MiB(4);
   // The smallest chunk a Simple tree all-reduce halves its step to for a short message. NCCL
   // v2.18.5-v2.19 halve it while a channel holds fewer chunks than 8, 4 and 1 x the tree's depth,
   // down to 128, 64 and 32 KiB (enqueue.cc computeColl); from v2.20 the rule is gone and every
-  // chunk is one step (512 KiB), which this default follows. 32 KiB gives the older rule.
-  Bytes tree_chunk_floor = Bytes::KiB(512);
+  // chunk is one step, which the default (none) follows. 32 KiB gives the older rule.
+  std::optional<Bytes> tree_chunk_floor;
   // Send/recv and all-to-all (NCCL's peer-to-peer operations) run LL when a peer's message is at
   // most this, else Simple, never LL128 (v2.18.5 enqueue.cc addP2pToPlan, NCCL_P2P_LL_THRESHOLD).
   Bytes p2p_ll_threshold = Bytes::KiB(16);
@@ -154,9 +157,12 @@ struct CommParams {
   // and the number of loops the kernel runs (all_reduce.h: loopSize = channels x heads x chunk).
   Bytes nvls_chunk(Bytes bytes, int nranks) const;
   std::int64_t nvls_loops(Bytes bytes, int nranks) const;
+  // One step of the Simple protocol's buffer: buffsize / NCCL_STEPS (512 KiB by default).
+  Bytes simple_step() const { return Bytes(buffsize.count() / 8); }
   // Slices each rank of a Simple-protocol ring hands over one after another: loops of channels x
-  // ranks x 2 MiB chunks (4 MiB buffer / NCCL_STEPS 8 x chunkSteps 4), `steps` ring steps per loop
-  // and 2 slices per chunk (chunkSteps 4 / sliceSteps 2); v2.18.5 collectives.h, enqueue.cc, all_reduce.h.
+  // ranks x chunks of 4 steps (2 MiB by default: 4 MiB buffer / NCCL_STEPS 8 x chunkSteps 4),
+  // `steps` ring steps per loop and 2 slices per chunk (chunkSteps 4 / sliceSteps 2); v2.18.5
+  // collectives.h, enqueue.cc, all_reduce.h.
   std::int64_t ring_slices(Bytes bytes, int nranks, int channels, int steps) const;
   const StepLatency& lat(Algo a, Protocol p) const;
   StepLatency& lat(Algo a, Protocol p);

@@ -10,9 +10,10 @@ namespace dtsim::comm {
 namespace {
 
 // NCCL v2.18.5 constants (src/include/devcomm.h, src/init.cc, src/collectives/device/primitives.h).
-constexpr std::int64_t kSteps = 8;                                     // NCCL_STEPS
-constexpr std::int64_t kSimpleStep = (std::int64_t{4} << 20) / kSteps;  // DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS
-constexpr std::int64_t kSimpleRingChunk = kSimpleStep * 4;             // x ALLREDUCE/ALLGATHER/REDUCESCATTER_CHUNKSTEPS
+// The Simple protocol's step is NCCL_BUFFSIZE / NCCL_STEPS (CommParams::simple_step, 512 KiB by
+// default); a ring's chunk is 4 steps (ALLREDUCE/ALLGATHER/REDUCESCATTER_CHUNKSTEPS).
+constexpr std::int64_t kSteps = 8;  // NCCL_STEPS
+constexpr std::int64_t kRingChunkSteps = 4;
 // LL: 8 lines of 16 bytes per thread x 512 threads x NCCL_STEPS, half of each line is data.
 constexpr std::int64_t kLlStepData = 8 * 512 * kSteps * 16 / kSteps / 2;  // 32 KiB
 // LL128: 120 words per thread x 640 threads x NCCL_STEPS x 8 bytes; 15 of every 16 words are data.
@@ -44,13 +45,13 @@ int kernel_threads(Algo a, Protocol proto, int nt) {
 
 }  // namespace
 
-std::int64_t step_data_bytes(Protocol proto) {
+std::int64_t step_data_bytes(const CommParams& p, Protocol proto) {
   switch (proto) {
     case Protocol::ll: return kLlStepData;
     case Protocol::ll128: return kLl128StepData;
-    case Protocol::simple: return kSimpleStep;
+    case Protocol::simple: return p.simple_step().count();
   }
-  return kSimpleStep;
+  return p.simple_step().count();
 }
 
 Launch nccl_launch(const CommParams& p, Algo a, Protocol proto, Bytes bytes, int nranks) {
@@ -72,7 +73,7 @@ std::int64_t ring_busiest_edge_bytes(const CommParams& p, CollOp op, Protocol pr
   const Launch l = nccl_launch(p, Algo::ring, proto, bytes, nranks);
   const std::int64_t nc = l.channels;
   const std::int64_t nthreads = kernel_threads(Algo::ring, proto, l.threads);
-  const std::int64_t chunk = proto == Protocol::simple ? kSimpleRingChunk : proto == Protocol::ll ? kLlStepData : kLl128StepData;
+  const std::int64_t chunk = proto == Protocol::simple ? p.simple_step().count() * kRingChunkSteps : proto == Protocol::ll ? kLlStepData : kLl128StepData;
   const std::int64_t simple_grain = (nthreads - kWarp) * 8;  // roundUp to (nthreads - WARP_SIZE) x 8 bytes
   // Chunk of the last (partial) loop when `rem` bytes are left of a loop of `pieces` pieces.
   auto real_chunk = [&](std::int64_t rem, std::int64_t pieces, std::int64_t ll128_min) {
@@ -132,12 +133,14 @@ TreeChunk tree_chunk(const CommParams& p, Protocol proto, Bytes bytes, int nrank
     case Protocol::simple: {
       // enqueue.cc computeColl: one Simple step, halved for messages short of the tree's depth.
       const std::int64_t depth = nranks / m - 1 + log2i(m);
-      // From v2.20 the step is never halved (comm.tree_chunk_floor, 512 KiB by default).
-      const std::int64_t floor = p.tree_chunk_floor.count();
-      t.chunk = kSimpleStep;
-      while (s / (nc * t.chunk) < depth * 8 && t.chunk > std::max<std::int64_t>(131072, floor)) t.chunk /= 2;
-      while (s / (nc * t.chunk) < depth * 4 && t.chunk > std::max<std::int64_t>(65536, floor)) t.chunk /= 2;
-      while (s / (nc * t.chunk) < depth && t.chunk > std::max<std::int64_t>(32768, floor)) t.chunk /= 2;
+      // From v2.20 the step is never halved (comm.tree_chunk_floor none, the default).
+      t.chunk = p.simple_step().count();
+      if (p.tree_chunk_floor) {
+        const std::int64_t floor = p.tree_chunk_floor->count();
+        while (s / (nc * t.chunk) < depth * 8 && t.chunk > std::max<std::int64_t>(131072, floor)) t.chunk /= 2;
+        while (s / (nc * t.chunk) < depth * 4 && t.chunk > std::max<std::int64_t>(65536, floor)) t.chunk /= 2;
+        while (s / (nc * t.chunk) < depth && t.chunk > std::max<std::int64_t>(32768, floor)) t.chunk /= 2;
+      }
       t.min_chunk = (nthreads - 2 * kWarp) * 64;
       break;
     }

@@ -27,10 +27,11 @@ struct Launch {
 };
 Launch nccl_launch(const CommParams& p, Algo a, Protocol proto, Bytes bytes, int nranks);
 
-// Data bytes of one step of a protocol's buffer (v2.18.5 NCCL_STEPS 8 of DEFAULT_BUFFSIZE,
-// DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE): Simple 512 KiB, LL 32 KiB, LL128 576,000. The
-// network proxy sends a step once all of it is written (transport/net.cc sendProxyProgress).
-std::int64_t step_data_bytes(Protocol proto);
+// Data bytes of one step of a protocol's buffer (v2.18.5 NCCL_STEPS 8 of NCCL_BUFFSIZE,
+// DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE): Simple comm.buffsize / 8 (512 KiB by default),
+// LL 32 KiB, LL128 576,000. The network proxy sends a step once all of it is written
+// (transport/net.cc sendProxyProgress).
+std::int64_t step_data_bytes(const CommParams& p, Protocol proto);
 
 // Bytes the busiest ring edge of the busiest channel carries in a ring all-reduce, all-gather or
 // reduce-scatter of `bytes` (as nccl-tests counts it) over `nranks` ranks.

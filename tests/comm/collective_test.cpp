@@ -22,6 +22,8 @@ using hw::testing::nvswitch_node;
 
 struct Fixture {
   explicit Fixture(hw::ClusterSpec spec) : topo(std::move(hw::Topology::build(spec)).value()), router(topo), planner(topo, router, params) {}
+  Fixture(hw::ClusterSpec spec, CommParams p)
+      : topo(std::move(hw::Topology::build(spec)).value()), router(topo), params(std::move(p)), planner(topo, router, params) {}
   hw::Topology topo;
   hw::Router router;
   CommParams params = CommParams::nccl_defaults();
@@ -929,23 +931,38 @@ TEST(Metrics, BusBandwidthFactorsAreNcclTests) {
 }
 
 // A Simple tree all-reduce on one node of 8 GPUs is a chain up and down again: a 512 KiB chunk
-// crosses 2 x 7 hops one after another, 13 more than the data's own pass (all_reduce.h
-// runTreeSplit, ProtoSimple<1, 1>; from NCCL v2.20 a chunk is one step). Every hop shares the
-// same NVLink ports, so each takes the bottleneck's time: the plan moves 13 chunks per used
-// channel on top of the message, and the automatic choice's key leaves them out.
-TEST(TreeFill, SimpleChainOnOneNodeFillsInThirteenChunksPerChannel) {
+// crosses 2 x 7 hops one after another (all_reduce.h runTreeSplit, ProtoSimple<1, 1>; from NCCL
+// v2.20 a chunk is one step). Every hop shares the same NVLink ports, but while the first chunk
+// climbs only chunks going up are on them, and while the last comes down only chunks coming
+// down: half the steady load, so each of the 14 hops takes half a chunk's steady time, 7 chunks,
+// 6 more than the data's own pass. The plan moves 6 chunks per used channel on top of the
+// message, and the automatic choice's key leaves them out.
+TEST(TreeFill, SimpleChainOnOneNodeFillsInSixChunksPerChannel) {
   Fixture f(cluster(hopper_node(), 1, hw::FabricKind::single_switch));
   const double S = 1073741824.0;
   const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::simple);
   // 1 GiB is 2,048 steps of 512 KiB dealt channel-major over 24 channels: channels 0-7 move 86,
-  // the rest 85. The busiest channel's time is its 86 chunks plus 2 x 7 - 1 = 13 chunks of fill,
-  // so the fill is 13/86 of the message.
+  // the rest 85. The busiest channel's time is its 86 chunks plus 14 / 2 - 1 = 6 chunks of fill,
+  // so the fill is 6/86 of the message.
   ASSERT_EQ(p.nccl_channels, 24);
-  const double fill = 13.0 * S / 86.0;
-  EXPECT_NEAR(p.tuner_bytes_fraction, S / (S + fill), 1e-9);
+  EXPECT_NEAR(p.tuner_bytes_fraction, S / (S + 6.0 * S / 86.0), 1e-9);
   // LL and LL128 forward each line as it arrives: no fill inside a node.
   const Plan ll = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::ll128);
   EXPECT_DOUBLE_EQ(ll.tuner_bytes_fraction, 1.0);
+}
+
+// NCCL_BUFFSIZE sets the Simple step, and with it the tree's chunk (enqueue.cc computeColl: one
+// step). With 8 MiB, 1 GiB is 1,024 chunks of 1 MiB over 24 channels: channels 0-15 move 43, the
+// rest 42, and the fill is 6 chunks of 1 MiB: 6/43 of the message.
+TEST(TreeFill, TheChunkIsOneStepOfNcclsBuffer) {
+  CommParams params = CommParams::nccl_defaults();
+  ASSERT_TRUE(set_comm_param(params, "buffsize", "8M").ok());
+  EXPECT_EQ(params.simple_step(), Bytes::MiB(1));
+  Fixture f(cluster(hopper_node(), 1, hw::FabricKind::single_switch), params);
+  const double S = 1073741824.0;
+  const Plan p = f.plan(CollOp::allreduce, Bytes(static_cast<std::int64_t>(S)), Algo::tree, Protocol::simple);
+  ASSERT_EQ(p.nccl_channels, 24);
+  EXPECT_NEAR(p.tuner_bytes_fraction, S / (S + 6.0 * S / 43.0), 1e-9);
 }
 
 // NCCL_ALGO's syntax (v2.18.5 parseList): commas, any case, '^' for the complement of NCCL's own.

@@ -62,6 +62,31 @@ TEST(Split, SimpleRingPiecesRoundUpToTheGrain) {
   EXPECT_DOUBLE_EQ(ring_split_fraction(kNccl, CollOp::allreduce, Protocol::simple, Bytes::MiB(768), 8), 1.0);
 }
 
+// NCCL_BUFFSIZE 8 MiB: the Simple step is 1 MiB and a ring's chunk 4 MiB, so a loop over 8 ranks
+// and 24 channels is 768 MiB (the default's 384 MiB). 768 MiB is one whole loop, even; 384 MiB,
+// a whole loop at the default, is half of one: pieces of 384 MiB / 192 = 2 MiB (a multiple of the
+// 4,096-byte grain), channel-major, so channel 0's 8 pieces are all whole and still even.
+// 1.5 GiB is two loops. Each rank's 2 x 7 slices per loop stay: 2 x loops x steps.
+TEST(Split, NcclsBufferSizeSetsTheRingsChunk) {
+  CommParams p = kNccl;
+  ASSERT_TRUE(set_comm_param(p, "buffsize", "8M").ok());
+  EXPECT_EQ(ring_busiest_edge_bytes(p, CollOp::allreduce, Protocol::simple, Bytes::MiB(768), 8), 14 * (std::int64_t{4} << 20));
+  EXPECT_EQ(ring_busiest_edge_bytes(p, CollOp::allreduce, Protocol::simple, Bytes::MiB(384), 8), 14 * (std::int64_t{2} << 20));
+  EXPECT_EQ(p.ring_slices(Bytes::MiB(768), 8, 24, 14), 1 * 14 * 2);
+  EXPECT_EQ(p.ring_slices(Bytes::MiB(1536), 8, 24, 14), 2 * 14 * 2);
+  EXPECT_EQ(kNccl.ring_slices(Bytes::MiB(768), 8, 24, 14), 2 * 14 * 2);
+  // Out of NCCL's range or not whole steps: refused, naming the parameter.
+  for (const char* bad : {"32K", "2G", "1000001", "-4M"}) {
+    const Status st = set_comm_param(p, "buffsize", bad);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.error().field, "buffsize") << bad;
+  }
+  // The chains' chunk parameter it replaces points to it.
+  const Status old = set_comm_param(p, "pipeline_chunk", "1M");
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.error().message.find("comm.buffsize"), std::string::npos) << old.error().message;
+}
+
 // Ring LL128 all-gather on 1,536 ranks (192 nodes of 8) and 16 channels (NCCL's count across nodes
 // with 8 NICs per node): all_gather.h cuts each rank's part (bytes / n) in loops of 16 x 576,000
 // bytes, and a part shorter than a loop in pieces of whole minChunkSize units (640 x 60 / 2 =
@@ -92,6 +117,25 @@ TEST(Split, Ll128AllGatherOnManyRanksMovesWholeUnitsPerStep) {
 TEST(Split, TreePiecesAreChannelMajor) {
   EXPECT_EQ(tree_busiest_channel_bytes(kNccl, Protocol::ll128, Bytes::MiB(1), 8, 1), 54000);
   EXPECT_NEAR(tree_split_fraction(kNccl, Protocol::ll128, Bytes::MiB(1), 8, 1), 1048576.0 / 24 / 54000, 1e-12);
+}
+
+// Tree Simple, 8 ranks on one node (depth 7), 24 channels: from v2.20 a chunk is one step at every
+// size (the default); with v2.18.5's rule (tree_chunk_floor 32K) computeColl halves the 512 KiB
+// step while bytes / (24 x chunk) < 56 (to 128 KiB), < 28 (to 64 KiB) and < 7 (to 32 KiB).
+// 64 MiB: 64 MiB / (24 x 128 KiB) = 21.3 < 28 -> 64 KiB; 21.3 x 2 = 42.7 >= 7 stops there.
+// 1 MiB ends at 32 KiB. With an 8 MiB buffer the default's chunk is 1 MiB.
+TEST(Split, TreeSimpleChunkIsOneStepUnlessTheOldRuleIsAsked) {
+  EXPECT_EQ(tree_chunk(kNccl, Protocol::simple, Bytes::MiB(64), 8, 1).chunk, 524288);
+  EXPECT_EQ(tree_chunk(kNccl, Protocol::simple, Bytes::MiB(1), 8, 1).chunk, 524288);
+  CommParams old = kNccl;
+  ASSERT_TRUE(set_comm_param(old, "tree_chunk_floor", "32K").ok());
+  EXPECT_EQ(tree_chunk(old, Protocol::simple, Bytes::MiB(64), 8, 1).chunk, 65536);
+  EXPECT_EQ(tree_chunk(old, Protocol::simple, Bytes::MiB(1), 8, 1).chunk, 32768);
+  ASSERT_TRUE(set_comm_param(old, "tree_chunk_floor", "none").ok());
+  EXPECT_EQ(tree_chunk(old, Protocol::simple, Bytes::MiB(1), 8, 1).chunk, 524288);
+  CommParams big = kNccl;
+  ASSERT_TRUE(set_comm_param(big, "buffsize", "8M").ok());
+  EXPECT_EQ(tree_chunk(big, Protocol::simple, Bytes::MiB(1), 8, 1).chunk, 1048576);
 }
 
 // NVLS on 8 GPUs: channel b scatters the block at b x 8 x chunk of each 16-block loop. Below

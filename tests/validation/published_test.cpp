@@ -131,7 +131,8 @@ TEST(PublishedNccl, SmallMessagesAreBoundByTheHostsLaunches) {
 // algorithm (NVLS) from 1 GiB, 4 HGX A100 nodes over InfiniBand (with SHARP, which dtsim does not
 // model: dtsim is 9-12% optimistic there, docs/validation.md), 2 A3 Mega VMs over TCPXO and a ring
 // reduce-scatter on one H100 node (below). `cluster` is a node preset (with `nodes`) or a file.
-calibrate::LogComparison compare_log(const char* log, const std::string& cluster, std::optional<int> nodes, std::optional<int> gpus) {
+calibrate::LogComparison compare_log(const char* log, const std::string& cluster, std::optional<int> nodes, std::optional<int> gpus,
+                                     const comm::CommParams& params = comm::CommParams::nccl_defaults(), const comm::Selection& choice = {}) {
   auto parsed = calibrate::read_nccl_tests(std::string(DTSIM_SOURCE_DIR) + "/data/published/nccl-tests/" + log);
   if (!parsed.ok()) {
     ADD_FAILURE() << parsed.error().message;
@@ -150,7 +151,8 @@ calibrate::LogComparison compare_log(const char* log, const std::string& cluster
   }
   calibrate::LogCompareOptions opt;
   opt.gpus = gpus;
-  auto c = calibrate::compare_log(*topo, comm::CommParams::nccl_defaults(), *parsed, opt);
+  opt.choice = choice;
+  auto c = calibrate::compare_log(*topo, params, *parsed, opt);
   if (!c.ok()) {
     ADD_FAILURE() << c.error().message;
     return {};
@@ -175,12 +177,22 @@ TEST(PublishedNccl, OtherSystemsLargeMessages) {
 // Two Google Cloud A3 Mega VMs (16 H100) with 8 x 200 Gb/s GPU NICs each carrying GPUDirect-TCPXO
 // (all_reduce_perf-2x-h100-a3mega-tcpxo.log; held out: no constant comes from it), on
 // examples/clusters/gcp-a3-mega-2node.yaml, which runs the NICs as 200 Gb/s RoCE (dtsim has no TCPXO
-// model). From 1 GiB up the run is bandwidth-bound: within 10% there, the large-message claim, and
-// dtsim's choice must be the tree (Google's profile allows ring and tree and turns NVLS off; the
-// measured 299-337 GB/s is beyond any ring here: every byte of a ring's bus bandwidth leaves each
-// node once, so a ring is bounded by one node's NICs, 8 x 25 = 200 GB/s; dtsim's ring gives 174).
-// Below 1 GiB the run pays TCPXO's per-message costs, which dtsim does not model
+// model), with the run's NCCL settings (Google's TCPXO profile: NCCL_ALGO=Ring,Tree,
+// NCCL_PROTO=Simple, NCCL_BUFFSIZE=8388608). From 1 GiB up the run is bandwidth-bound: within 10%
+// there, the large-message claim, and dtsim's choice must be the tree (the profile turns NVLS off;
+// the measured 299-337 GB/s is beyond any ring here: every byte of a ring's bus bandwidth leaves
+// each node once, so a ring is bounded by one node's NICs, 8 x 25 = 200 GB/s; dtsim's ring gives
+// 174). Below 1 GiB the run pays TCPXO's per-message costs, which dtsim does not model
 // (docs/validation.md), and is not checked.
+calibrate::LogComparison a3_mega(const char* buffsize) {
+  comm::CommParams params = comm::CommParams::nccl_defaults();
+  EXPECT_TRUE(comm::set_comm_param(params, "buffsize", buffsize).ok());
+  auto choice = comm::parse_selection("ring,tree", "Simple");
+  EXPECT_TRUE(choice.ok());
+  return compare_log("all_reduce_perf-2x-h100-a3mega-tcpxo.log", std::string(DTSIM_SOURCE_DIR) + "/examples/clusters/gcp-a3-mega-2node.yaml",
+                     std::nullopt, std::nullopt, params, choice.ok() ? *choice : comm::Selection{});
+}
+
 // A 2-node log run on a cluster file: every size from `from` within 10%, run by an algorithm whose
 // name starts with `algo`; returns how many sizes were checked.
 int expect_two_nodes_within_10_percent(const char* log, const char* cluster_file, std::int64_t from, const std::string& algo) {
@@ -197,8 +209,51 @@ int expect_two_nodes_within_10_percent(const char* log, const char* cluster_file
 }
 
 TEST(PublishedNccl, TwoA3MegaVmsOverTcpxoLargeMessages) {
-  // 1, 2, 4 and 8 GiB
-  EXPECT_EQ(expect_two_nodes_within_10_percent("all_reduce_perf-2x-h100-a3mega-tcpxo.log", "gcp-a3-mega-2node.yaml", std::int64_t{1} << 30, "tree/"), 4);
+  const auto c = a3_mega("8M");
+  EXPECT_EQ(c.gpus, 16);
+  int checked = 0;
+  for (const auto& p : c.points) {
+    if (p.bytes < (std::int64_t{1} << 30)) continue;
+    EXPECT_LT(std::fabs(p.error()), 0.10) << p.bytes;
+    EXPECT_EQ(p.algo, "tree/Simple") << p.bytes;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);  // 1, 2, 4 and 8 GiB
+}
+
+// The same run's shape from 4 to 32 MiB, where each of the tree's 16 channels holds at most one
+// chunk and the chunk crosses every hop up and down before the next size's data starts to
+// stream: the measured time grows 1.58x from 4 to 8 MiB and 1.69x from 8 to 16 MiB, then only
+// 1.11x from 16 to 32 MiB. So 16 MiB is one loop of the 16 channels: a chunk of 1 MiB, one step of
+// the profile's 8 MiB buffer (NCCL_BUFFSIZE / NCCL_STEPS 8; enqueue.cc computeColl). dtsim must put
+// the bend in the same octave with the run's buffer, and with NCCL's default 4 MiB buffer it puts
+// it one octave early (8 MiB). Each hop of the fill and drain runs on half the steady load (the
+// reduce going up and the broadcast coming down share the links only in between): with the whole
+// load, the 8-16 MiB octave took 83 us per MiB against 48.5 measured; now 40-46.
+TEST(PublishedNccl, TheTreesBendFollowsNcclsBufferSize) {
+  auto time_at = [](const calibrate::LogComparison& c, std::int64_t mib, bool measured) {
+    for (const auto& p : c.points) {
+      if (p.bytes == (mib << 20)) return measured ? p.measured_us : p.simulated_us;
+    }
+    ADD_FAILURE() << mib << " MiB not in the log";
+    return 1.0;
+  };
+  const auto run = a3_mega("8M");
+  // The premise, from the log.
+  EXPECT_GT(time_at(run, 16, true) / time_at(run, 8, true), 1.5);
+  EXPECT_LT(time_at(run, 32, true) / time_at(run, 16, true), 1.25);
+  EXPECT_GT(time_at(run, 8, true) / time_at(run, 4, true), 1.5);
+  // dtsim with the run's buffer: the same shape.
+  EXPECT_GT(time_at(run, 16, false) / time_at(run, 8, false), 1.5);
+  EXPECT_LT(time_at(run, 32, false) / time_at(run, 16, false), 1.25);
+  EXPECT_GT(time_at(run, 8, false) / time_at(run, 4, false), 1.5);
+  // The fill's slope, 8 to 16 MiB, within 20% of the measured one.
+  const double slope_measured = (time_at(run, 16, true) - time_at(run, 8, true)) / 8;
+  const double slope = (time_at(run, 16, false) - time_at(run, 8, false)) / 8;
+  EXPECT_LT(std::fabs(slope / slope_measured - 1), 0.20) << slope << " us/MiB against " << slope_measured;
+  // NCCL's default buffer bends at 8 MiB.
+  const auto default_buffer = a3_mega("4M");
+  EXPECT_LT(time_at(default_buffer, 16, false) / time_at(default_buffer, 8, false), 1.25);
 }
 
 // Healthy H100 clusters with 8 x 400 Gb/s InfiniBand per node (nccl-tests#309 and dstack's Nebius
