@@ -25,6 +25,24 @@ std::vector<std::string> tokens(const std::string& s) {
   return out;
 }
 
+// "... NCCL INFO NCCL_BUFFSIZE set by environment to 8388608." -> ("NCCL_BUFFSIZE", "8388608").
+void read_env_line(const std::string& line, NcclTestsLog& log) {
+  static constexpr std::string_view kSet = " set by environment to ";
+  const auto at = line.find(kSet);
+  if (at == std::string::npos) return;
+  const auto names = tokens(line.substr(0, at));
+  const auto values = tokens(line.substr(at + kSet.size()));
+  if (names.empty() || values.empty() || names.back().rfind("NCCL_", 0) != 0) return;
+  std::string value = values.front();
+  if (value.size() > 1 && value.back() == '.') value.pop_back();
+  const std::string& name = names.back();
+  if (name == "NCCL_ALGO" && log.algo_env.empty()) log.algo_env = value;
+  for (const auto& [n, v] : log.nccl_env) {
+    if (n == name) return;
+  }
+  log.nccl_env.emplace_back(name, value);
+}
+
 std::optional<std::int64_t> to_int(const std::string& s) {
   std::int64_t v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -278,11 +296,7 @@ Expected<NcclTestsLog> parse_nccl_tests(const std::string& text, const std::stri
     // A data row starts with the size in bytes; anything else is foreign output.
     if (t.empty() || !to_int(t[0])) {
       ++log.skipped_lines;
-      const auto env = line.find("NCCL_ALGO set by environment to");
-      if (env != std::string::npos) {
-        const auto v = tokens(line.substr(env + 31));
-        if (!v.empty()) log.algo_env = v[0];
-      }
+      read_env_line(line, log);
       continue;
     }
     if (!titles_seen) cols = Columns{};

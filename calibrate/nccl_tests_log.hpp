@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/metrics.hpp"
@@ -61,6 +62,9 @@ struct NcclTestsLog {
   std::vector<NcclTestsTable> tables;
   int skipped_lines = 0;             // non-comment lines that are not data rows
   std::string algo_env;              // "NCCL_ALGO set by environment to X" in NCCL's INFO output
+  // Every "NCCL_X set by environment to V" line of NCCL's INFO output (NCCL_DEBUG=INFO; misc/param.cc
+  // and tuning.cc print them), the first of each name, in the order met; a trailing '.' dropped.
+  std::vector<std::pair<std::string, std::string>> nccl_env;
   int ranks_count() const { return static_cast<int>(ranks.size()); }
   int nodes_count() const;           // distinct hosts (1 when unknown)
 };

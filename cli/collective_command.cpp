@@ -1,5 +1,6 @@
 #include "cli/collective_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -7,6 +8,7 @@
 
 #include "cli/errors.hpp"
 #include "calibrate/log_compare.hpp"
+#include "calibrate/log_settings.hpp"
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
 #include "config/presets.hpp"
@@ -115,6 +117,52 @@ Expected<std::string> size_to_log(const calibrate::LogShape& shape, hw::ClusterS
                      from_log ? "the log's" : "--gpus", shape.gpus, why);
 }
 
+// The log's NCCL settings (calibrate::nccl_settings) applied where the command line left them:
+// --algo and --proto at auto, no --set for the parameter. Returns the selection to run and the
+// comment lines that say what was taken and what dtsim has no model of; an error names the
+// variable whose value dtsim cannot take.
+struct LogSettingsApplied {
+  comm::Selection choice;
+  std::string note;
+};
+Expected<LogSettingsApplied> log_settings(const Options& o, const calibrate::NcclTestsLog& log, comm::CommParams& params) {
+  auto user_set = [&](const std::string& name) {
+    return std::any_of(o.sets.begin(), o.sets.end(), [&](const std::string& set) {
+      std::string key = set.substr(0, set.find('='));
+      if (key.rfind("comm.", 0) == 0) key = key.substr(5);
+      return key == name;
+    });
+  };
+  const calibrate::LogNcclSettings s = calibrate::nccl_settings(log);
+  std::string algo = o.algo, proto = o.proto;
+  std::vector<std::string> taken;
+  for (const auto& m : s.modelled) {
+    const bool selection = m.option == "algo" || m.option == "proto";
+    std::string& flag = m.option == "algo" ? algo : proto;
+    if (selection ? (m.option == "algo" ? o.algo : o.proto) != "auto" : user_set(m.option)) continue;
+    if (selection) {
+      flag = m.value;
+      taken.push_back(fmt::format("{} (--{} {})", m.variable, m.option, m.value));
+    } else {
+      if (auto st = comm::set_comm_param(params, m.option, m.value); !st) {
+        return Error(fmt::format("the log's {}: {}", m.variable, st.error().message), "compare");
+      }
+      taken.push_back(fmt::format("{} (comm.{})", m.variable, m.option));
+    }
+  }
+  auto choice = comm::parse_selection(algo, proto);
+  if (!choice) return Error(fmt::format("the log's NCCL settings give --{} '{}': {}", choice.error().field, choice.error().field == "algo" ? algo : proto, choice.error().message), "compare");
+  LogSettingsApplied out{*choice, ""};
+  auto line = [](const std::string& head, const std::vector<std::string>& items) {
+    std::string l = head;
+    for (std::size_t i = 0; i < items.size(); ++i) l += (i ? ", " : " ") + items[i];
+    return l + "\n";
+  };
+  if (!taken.empty()) out.note += line("# the log's NCCL settings (its NCCL INFO lines):", taken);
+  if (!s.not_modelled.empty()) out.note += line("# the log also sets, which dtsim does not model:", s.not_modelled);
+  return out;
+}
+
 // --compare LOG: the log's collective, GPU count and sizes, simulated beside its measurements.
 int run_compare(const Options& o, const calibrate::NcclTestsLog& log, const hw::Topology& topo, const comm::CommParams& params,
                 const calibrate::LogCompareOptions& opt, const std::string& sizing) {
@@ -208,6 +256,14 @@ int run(const Options& o) {
       return kExitBadInput;
     }
     log = std::move(*read);
+    // The NCCL settings the log states (its NCCL INFO lines), where the command line does not.
+    auto settings = log_settings(o, *log, params);
+    if (!settings) {
+      print_error("--compare: " + o.compare + ": " + settings.error().message);
+      return kExitBadInput;
+    }
+    choice = settings->choice;
+    sizing = settings->note;
     compare_opt = compare_options(o, *log, op, *choice);
     auto shape = calibrate::log_shape(*log, compare_opt);
     if (!shape) {
@@ -223,7 +279,7 @@ int run(const Options& o) {
         print_error("--" + note.error().field + ": " + o.compare + ": " + note.error().message);
         return kExitBadInput;
       }
-      sizing = *note;
+      sizing += *note;
     }
   }
   auto topo = hw::Topology::build(*spec);

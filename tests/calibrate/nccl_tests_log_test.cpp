@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "calibrate/log_settings.hpp"
 #include "calibrate/nccl_tests_log.hpp"
 #include "calibrate/published.hpp"
 
@@ -108,6 +109,49 @@ TEST(NcclTestsLog, GarbageRowsNameFileAndLine) {
   auto none = parse_nccl_tests("# nThread 1 nGpus 8\n# Avg bus bandwidth : 1\nsrun: job 42 done\n", "empty.log");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("no nccl-tests data rows"), std::string::npos) << none.error().message;
+}
+
+// NCCL_DEBUG=INFO prints "NCCL_X set by environment to V" for every variable it reads (NCCL
+// misc/param.cc adds a '.' after numbers; tuning.cc's NCCL_ALGO and NCCL_PROTO lines have none).
+// Every rank prints them: the first of each name is kept, in order. What dtsim models becomes an
+// option (NCCL_ALGO, NCCL_PROTO, NCCL_BUFFSIZE, NCCL_P2P_LL_THRESHOLD, NCCL_NVLS_ENABLE=0); the
+// rest is listed as not modelled.
+TEST(NcclTestsLog, ReadsTheNcclVariablesItsInfoLinesState) {
+  std::string text = kTwoNodes;
+  const std::string info =
+      "node01:41234:41234 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.\n"
+      "node01:41234:41234 [0] NCCL INFO NCCL_MIN_NCHANNELS set by environment to 4.\n"
+      "[1,1]<stdout>:node01:41235:41235 [1] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.\n"
+      "node01:41234:41234 [0] NCCL INFO NCCL_NVLS_ENABLE set by environment to 0.\n"
+      "node01:41234:41234 [0] NCCL INFO NCCL_PROTO set by environment to LL128,Simple\n";
+  text.insert(text.find("#\n#  "), info);
+  auto log = parse_nccl_tests(text, "all_reduce_perf.log");
+  ASSERT_TRUE(log.ok()) << log.error().message;
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(log->nccl_env, (Env{{"NCCL_ALGO", "Ring"},
+                                {"NCCL_BUFFSIZE", "8388608"},
+                                {"NCCL_MIN_NCHANNELS", "4"},
+                                {"NCCL_NVLS_ENABLE", "0"},
+                                {"NCCL_PROTO", "LL128,Simple"}}));
+  const LogNcclSettings s = nccl_settings(*log);
+  ASSERT_EQ(s.modelled.size(), 3u);
+  EXPECT_EQ(s.modelled[0].option, "algo");
+  EXPECT_EQ(s.modelled[0].value, "Ring");  // a list of names: NVLS is not among them already
+  EXPECT_EQ(s.modelled[0].variable, "NCCL_ALGO=Ring, NCCL_NVLS_ENABLE=0");
+  EXPECT_EQ(s.modelled[1].option, "buffsize");
+  EXPECT_EQ(s.modelled[1].value, "8388608");
+  EXPECT_EQ(s.modelled[2].option, "proto");
+  EXPECT_EQ(s.modelled[2].value, "LL128,Simple");
+  EXPECT_EQ(s.not_modelled, std::vector<std::string>{"NCCL_MIN_NCHANNELS"});
+  // NCCL_NVLS_ENABLE=0 alone leaves NVLS out of NCCL's own set, and out of a '^' list.
+  NcclTestsLog only;
+  only.nccl_env = {{"NCCL_NVLS_ENABLE", "0"}};
+  ASSERT_EQ(nccl_settings(only).modelled.size(), 1u);
+  EXPECT_EQ(nccl_settings(only).modelled[0].value, "^nvls");
+  only.nccl_env = {{"NCCL_ALGO", "^Tree"}, {"NCCL_NVLS_ENABLE", "0"}};
+  EXPECT_EQ(nccl_settings(only).modelled[0].value, "^Tree,nvls");
+  only.nccl_env = {{"NCCL_NVLS_ENABLE", "1"}};
+  EXPECT_TRUE(nccl_settings(only).modelled.empty());
 }
 
 // A launcher's rank label in front of every line (Open MPI --tag-output, srun --label, MPICH

@@ -47,6 +47,19 @@ std::string last_field_of_row(const std::string& out, const std::string& size) {
   return "";
 }
 
+// Field `n` (from 0) of the table row for `size`: in a --compare table 6 is the algorithm/protocol.
+std::string field_of_row(const std::string& out, const std::string& size, int n) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::vector<std::string> fields;
+    for (std::string f; ls >> f;) fields.push_back(f);
+    if (fields.empty() || fields[0] != size) continue;
+    return n < static_cast<int>(fields.size()) ? fields[static_cast<std::size_t>(n)] : "";
+  }
+  return "";
+}
+
 TEST(Cli, CollectiveShowsTheChannelsNcclRunsOn) {
   const std::string json = temp("channels.json");
   const Result r = run("collective --cluster dgx-a100-80g --algo ring --proto Simple --min 64K --max 1G -f 16384 --json " + json);
@@ -412,6 +425,47 @@ TEST(CliCompare, TheSummarySaysWhenNoSizeReachesOneMiB) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("% from 1 MiB up;"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("over the"), std::string::npos) << r.out;
+}
+
+// A log with NCCL's INFO lines runs under the NCCL settings they state (NCCL_ALGO, NCCL_PROTO,
+// NCCL_BUFFSIZE ...), where the command line does not say otherwise, and says so; variables dtsim
+// has no model of are named. A value dtsim cannot take is refused, naming the log and the variable.
+// Rows for 16 GPUs as below (busbw = algbw x 30 / 16).
+TEST(CliCompare, RunsUnderTheNcclSettingsTheLogStates) {
+  const std::string head =
+      "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1073741824 step: 1024(factor) warmup iters: 5 iters: 20\n"
+      "node01:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring,Tree\n"
+      "node01:1:1 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n"
+      "node01:1:1 [0] NCCL INFO NCCL_MIN_NCHANNELS set by environment to 4.\n";
+  const std::string rows =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+      "     1048576        262144     float     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66      0\n"
+      "  1073741824     268435456     float     sum      -1   6000.0  178.96  335.54      0   6000.0  178.96  335.54      0\n";
+  const std::string log = temp("all_reduce_perf-env.log");
+  write(log, head + "node01:1:1 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.\n" + rows);
+  Result r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# the log's NCCL settings (its NCCL INFO lines): NCCL_ALGO=Ring,Tree (--algo Ring,Tree), NCCL_PROTO=Simple (--proto "
+                       "Simple), NCCL_BUFFSIZE=8388608 (comm.buffsize)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("# the log also sets, which dtsim does not model: NCCL_MIN_NCHANNELS"), std::string::npos) << r.out;
+  // Only ring and tree with Simple run (dtsim's own choice on 2 H100 nodes is NVLS at 1 GiB).
+  for (const char* size : {"1048576", "1073741824"}) {
+    const std::string algo = field_of_row(r.out, size, 6);
+    EXPECT_TRUE(algo == "ring/Simple" || algo == "tree/Simple") << size << ": " << algo;
+  }
+  // The command line wins over the log, and then the note leaves the variable out.
+  r = run("collective --cluster dgx-h100 --nodes 2 --algo nvls --set comm.buffsize=4M --compare " + log);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(field_of_row(r.out, "1073741824", 6), "nvls/Simple") << r.out;
+  EXPECT_NE(r.out.find("# the log's NCCL settings (its NCCL INFO lines): NCCL_PROTO=Simple (--proto Simple)\n"), std::string::npos) << r.out;
+  // A buffer NCCL would not run with.
+  write(log, head + "node01:1:1 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 1024.\n" + rows);
+  r = run("collective --cluster dgx-h100 --nodes 2 --compare " + log);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(log), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the log's NCCL_BUFFSIZE=1024"), std::string::npos) << r.out;
 }
 
 // An MPI run pasted without its '#  Rank' lines: the settings line says nGpus 1 (one process's
