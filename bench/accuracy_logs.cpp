@@ -113,6 +113,7 @@ Status nccl_logs(const config::Registry& reg, Results& out) {
     comm::CommParams params = comm::CommParams::nccl_defaults();
     for (const auto& set : t.sets) {
       const auto eq = set.find('=');
+      if (eq == std::string::npos) return Error(fmt::format("{}: set '{}' is not NAME=VALUE", t.log, set));
       if (auto st = comm::set_comm_param(params, set.substr(0, eq), set.substr(eq + 1)); !st) return Error(fmt::format("{}: --set comm.{}: {}", t.log, set, st.error().message));
     }
     auto cmp = calibrate::compare_log(*topo, params, *log, opt);

@@ -1,6 +1,7 @@
 // The planner's algorithms: how ring, chain, tree, NVLS, hierarchical, NVLS tree and direct
 // collectives become phases of flow groups with their bytes, latencies and channel caps.
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -241,13 +242,14 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   struct Hop {
     hw::Path path;
     bool cross = false;
+    bool up = false;  // the reduce going up, else the broadcast coming down
   };
   std::vector<std::vector<Hop>> hops;  // per group: its edges, for the pipeline's fill below
-  auto add = [&](hw::Path& all, const hw::Path& p, bool cross) {
+  auto add = [&](hw::Path& all, const hw::Path& p, bool cross, bool up) {
     Time& lat = cross ? inter_lat : intra_lat;
     lat = std::max(lat, router_.latency(p));
     append(all, p);
-    hops.back().push_back(Hop{p, cross});
+    hops.back().push_back(Hop{p, cross, up});
   };
   for (int c = 0; c < nch; ++c) {
     const RingChannel& ch = channels[static_cast<std::size_t>(c)];
@@ -266,15 +268,15 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
         std::vector<int> chain = chains[k];
         if (!multinode && tr == 1) std::reverse(chain.begin(), chain.end());
         for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
-          add(all, router_.route(chain[i + 1], chain[i], label_of(c, i, 3)), false);
-          add(all, router_.route(chain[i], chain[i + 1], label_of(c, i, 4)), false);
+          add(all, router_.route(chain[i + 1], chain[i], label_of(c, i, 3)), false, true);
+          add(all, router_.route(chain[i], chain[i + 1], label_of(c, i, 4)), false, false);
         }
         const int parent = trees[static_cast<std::size_t>(tr)][k];
         if (multinode && parent >= 0) {
           const int head = chains[k][0], phead = chains[static_cast<std::size_t>(parent)][0];
           const int pnic = nic[static_cast<std::size_t>(parent)];
-          add(all, edge_path(head, phead, nic[k], pnic, label_of(c, k, 5 + static_cast<std::uint64_t>(tr))), true);
-          add(all, edge_path(phead, head, pnic, nic[k], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))), true);
+          add(all, edge_path(head, phead, nic[k], pnic, label_of(c, k, 5 + static_cast<std::uint64_t>(tr))), true, true);
+          add(all, edge_path(phead, head, pnic, nic[k], label_of(c, k, 7 + static_cast<std::uint64_t>(tr))), true, false);
         }
       }
       groups.push_back(std::move(all));
@@ -291,9 +293,11 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   }
   double busbw_GBps = 0;  // on idle links at the factor: twice the algorithm bandwidth (tuning.cc ratio .5)
   const double link_bound_factor = factor;  // before a cap of the protocol's own rate
+  double cap_factor = std::numeric_limits<double>::infinity();  // the factor at which that cap binds
   if (const double worst = most_loaded_seconds(load); worst > 0) {
     const double algbw = size.as_double() / worst;  // bytes/s at factor 1
-    if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) factor = std::min(factor, 0.5 * cap * 1e9 / algbw);
+    if (const double cap = tuner_cap_GBps(lay, Algo::tree, proto); std::isfinite(cap)) cap_factor = 0.5 * cap * 1e9 / algbw;
+    factor = std::min(factor, cap_factor);
     busbw_GBps = 2 * factor * algbw / 1e9;
   }
   // Fewer channels for small messages, and pieces that leave the first channels the most.
@@ -312,17 +316,29 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // fraction of the rate the channel pieces leave (cap_channels below): a channel's fill is its
   // chunks crossing the hops, as long however many chunks its piece holds, so the rate the
   // uneven split takes from the data must not take it from the fill again. Not in NCCL's tuner.
-  // The phase's load counts every group's share twice on its edges, once going up and once coming
-  // down (runTreeSplit runs the reduce and the broadcast side by side, on the same GPUs' links).
-  // While the first chunk climbs, only chunks going up are on the links, and while the last one
-  // comes down only chunks coming down: the fill and the drain cross their hops on half the
-  // steady load, each hop in half the steady time of a chunk. So the up and down hops count half,
-  // and with Simple the pipeline then takes (hops / 2 - 1) chunks beyond its data (one chunk's
-  // time is already in the data). Not where a cap of the protocol's rate (the tuner caps above,
-  // LL's ceiling) set the steady rate instead of the links: a channel moves no faster on idle
-  // links then, and each hop takes the steady time. Tested on a measured curve: docs/model.md,
-  // "Tree all-reduce".
-  const double fill_load = factor < link_bound_factor ? 1.0 : 0.5;
+  // The phase's load counts every group's share twice, once going up and once coming down
+  // (runTreeSplit runs the reduce and the broadcast side by side). While the first chunk climbs,
+  // only chunks going up are on the links, and while the last one comes down only chunks coming
+  // down: each hop of the fill and the drain runs on its own direction's load alone. Where both
+  // directions share a port (a GPU's port to an NVSwitch, a NIC) that is half the steady load,
+  // and a hop takes half a chunk's steady time; on a link that carries one direction only (a
+  // point-to-point NVLink or PCIe link between neighbours) the whole. With Simple the pipeline
+  // then takes (hops crossed - 1) chunks beyond its data (one chunk's time is already in the
+  // data). NCCL's per-channel caps for Simple and LL128 (perChMaxTreeBw, perChMaxTreeLL128Bw),
+  // which hold a tree's steady rate, do not hold a direction alone: a channel is one thread block
+  // on one SM, whose copy rate both directions share in the steady state and one direction has
+  // to itself in the fill (the A3 Mega log's fill hops run at 1.8 times its steady rate per
+  // channel; docs/model.md, "Tree pipeline fill"). LL's ceiling is each thread's wait on its
+  // flags, which a direction pays alone too: only its network hops hold a chunk, each through a
+  // NIC both directions share, at min(2 x link-bound rate, cap) against the steady
+  // min(link-bound rate, cap).
+  const double ll_fill_load = std::min(link_bound_factor, cap_factor) / std::min(2 * link_bound_factor, cap_factor);
+  std::map<std::uint32_t, double> load_up, load_down;  // the load of each direction alone
+  for (const auto& group : hops) {
+    for (const Hop& h : group) {
+      for (LinkId l : h.path) (h.up ? load_up : load_down)[l.value] += share;
+    }
+  }
   const double pieces = tree_split_fraction(chp, proto, size, plan.ranks, m);
   const ChannelRelief relief = channel_relief(lay, proto, pieces, busbw_GBps);
   const double split = relief.split;
@@ -337,9 +353,12 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   }
   std::vector<double> fill(groups.size(), 0.0);
   {
-    auto seconds = [&](const hw::Path& p) {
+    auto seconds = [&](const hw::Path& p, const std::map<std::uint32_t, double>& on) {
       double worst = 0;
-      for (LinkId l : p) worst = std::max(worst, load[l.value] / topo_.link(l).capacity().bytes_per_s());
+      for (LinkId l : p) {
+        const auto it = on.find(l.value);
+        if (it != on.end()) worst = std::max(worst, it->second / topo_.link(l).capacity().bytes_per_s());
+      }
       return worst;
     };
     const TreeChunk tc = tree_chunk(chp, proto, size, plan.ranks, m);
@@ -351,16 +370,20 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
     // block's LL rate (channel_relief).
     const double fill_scale = relief.fill_scale;
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      const double bottleneck = seconds(groups[g]);
+      const double bottleneck = seconds(groups[g], load);
       if (!(bottleneck > 0)) continue;
-      double slow_intra = 0, slow_net = 0;  // the slowest hop of each kind, as a fraction of the bottleneck
+      // The slowest hop of each kind, as a fraction of the bottleneck: on its direction's load
+      // alone (Simple, LL128), or on the whole (LL, scaled by ll_fill_load).
+      double slow_intra = 0, slow_net = 0;
       for (const auto& h : hops[g]) {
         double& slowest = h.cross ? slow_net : slow_intra;
-        slowest = std::max(slowest, seconds(h.path) / bottleneck);
+        const double alone = proto == Protocol::ll ? seconds(h.path, load) : seconds(h.path, h.up ? load_up : load_down);
+        slowest = std::max(slowest, alone / bottleneck);
       }
       const double up = depth[g % 2];
-      const double crossed = proto == Protocol::simple ? 2.0 * (per_node - 1) * slow_intra + 2.0 * up * slow_net : 2.0 * up * slow_net;
-      const double hop_units = proto == Protocol::simple ? std::max(0.0, crossed * fill_load - 1.0) : crossed * fill_load;
+      const double crossed = proto == Protocol::simple ? 2.0 * (per_node - 1) * slow_intra + 2.0 * up * slow_net
+                                                       : 2.0 * up * slow_net * (proto == Protocol::ll ? ll_fill_load : 1.0);
+      const double hop_units = proto == Protocol::simple ? std::max(0.0, crossed - 1.0) : crossed;
       fill[g] = hop_units * piece * carrying * fill_scale / static_cast<double>(groups.size());
     }
   }

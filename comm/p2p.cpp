@@ -50,7 +50,7 @@ int nccl_p2p_channels(const P2pChannelRule& rule, Bytes bytes) {
   while (lo * ranks > p2p_channels && lo > 1) lo /= 2;
   while (hi * ranks > p2p_channels * rule.channel_load && hi > 1) hi /= 2;
   // calcP2pChunkSize, one node.
-  const std::int64_t step = rule.nvlink ? std::int64_t{512} << 10 : std::int64_t{128} << 10;
+  const std::int64_t step = std::min(rule.nvlink ? std::int64_t{512} << 10 : std::int64_t{128} << 10, std::max<std::int64_t>(1, rule.simple_step));
   const std::int64_t min_size = step / 8, max_size = step * 32;
   const std::int64_t total = std::max<std::int64_t>(1, bytes.count());
   std::int64_t size = std::max(min_size, div_up(total, lo));
@@ -66,7 +66,7 @@ int nccl_p2p_channels(const P2pChannelRule& rule, Bytes bytes) {
 
 P2pNodeRate nccl_p2p_node_rate(const hw::NodeSpec& spec, const CommParams& params, const std::vector<int>& locals, Bytes bytes) {
   const auto [pairs, nvlink] = pair_channels(spec, locals);
-  const P2pChannelRule rule{params.max_channels, static_cast<int>(locals.size()), pairs, nvlink, params.p2p_channel_load};
+  const P2pChannelRule rule{params.max_channels, static_cast<int>(locals.size()), pairs, nvlink, params.p2p_channel_load, params.simple_step().count()};
   P2pNodeRate r;
   r.channels = nccl_p2p_channels(rule, bytes);
   const int cc = hw::compute_capability_code(spec.gpu);

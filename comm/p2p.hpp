@@ -37,6 +37,9 @@ struct P2pChannelRule {
   int pair_channels = 2;   // the smallest ncclTopoGetNchannels over the communicator's GPU pairs
   bool nvlink = true;      // some pair joined by NVLink: the 512 KiB NVLink step
   int channel_load = 4;    // nChannelsMax x ranks <= channel_load x p2pnChannels
+  // One Simple step (NCCL_BUFFSIZE / 8): NCCL v2.21 on cap the peer-to-peer step at it (init.cc,
+  // "Make sure P2P chunksize is not larger than coll chunksize"); no effect at the 4 MiB default.
+  std::int64_t simple_step = std::int64_t{512} << 10;
 };
 
 // Channels one send (or receive) of `bytes` uses (at least 1).

@@ -181,9 +181,9 @@ CommParams CommParams::nccl_defaults() {
 int CommParams::channels_used(Algo a, Protocol p, Bytes bytes, int nranks) const { return nccl_launch(*this, a, p, bytes, nranks).channels; }
 
 Bytes CommParams::nvls_chunk(Bytes bytes, int nranks) const {
-  // Simple's step (4 MiB buffer / NCCL_STEPS 8 = 512 KiB), capped at 128 KiB for NVLS, then halved
-  // for smaller messages so that every channel and head gets work.
-  std::int64_t chunk = 131072;
+  // Simple's step (NCCL_BUFFSIZE / NCCL_STEPS 8, 512 KiB by default), capped at 128 KiB for NVLS,
+  // then halved for smaller messages so that every channel and head gets work.
+  std::int64_t chunk = std::min<std::int64_t>(131072, simple_step().count());
   const std::int64_t ops = static_cast<std::int64_t>(std::max(1, nvls_channels)) * std::max(1, nranks);
   const std::int64_t s = bytes.count();
   if (s < 64 * ops * chunk && chunk > 65536) chunk = 65536;
@@ -198,7 +198,7 @@ std::int64_t CommParams::nvls_loops(Bytes bytes, int nranks) const {
 }
 
 std::int64_t CommParams::ring_slices(Bytes bytes, int nranks, int channels, int steps) const {
-  const std::int64_t chunk = simple_step().count() * 4;
+  const std::int64_t chunk = simple_step().count() * kRingChunkSteps;
   const std::int64_t loop = chunk * std::max(1, nranks) * std::max(1, channels);
   const std::int64_t loops = std::max<std::int64_t>(1, (bytes.count() + loop - 1) / loop);
   return loops * std::max(1, steps) * 2;
@@ -357,7 +357,7 @@ std::vector<ParamInfo> build_table() {
                         [](CommParams& c, std::string_view v) {
                           auto b = parse_bytes(v);
                           if (!b) return Status(b.error());
-                          // NCCL splits it into 8 steps; a step below 8 KiB or above 128 MiB is no buffer NCCL runs well with.
+                          // dtsim's own bounds (NCCL takes any size): steps of 8 KiB to 128 MiB, whole bytes.
                           if (b->count() < (std::int64_t{64} << 10) || b->count() > (std::int64_t{1} << 30) || b->count() % 8 != 0) {
                             return Status(Error(fmt::format("'{}' is not a buffer size from 64 KiB to 1 GiB in whole multiples of 8 bytes", v)));
                           }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -54,6 +55,9 @@ struct StepLatency {
   Time base;
   std::array<Time, 3> step;  // by Transport
 };
+
+// Steps in a ring's Simple chunk (ALLREDUCE/ALLGATHER/REDUCESCATTER_CHUNKSTEPS, NCCL_STEPS / 2).
+inline constexpr std::int64_t kRingChunkSteps = 4;
 
 struct CommParams {
   // [ring, tree][ll, ll128, simple]

@@ -13,7 +13,6 @@ namespace {
 // The Simple protocol's step is NCCL_BUFFSIZE / NCCL_STEPS (CommParams::simple_step, 512 KiB by
 // default); a ring's chunk is 4 steps (ALLREDUCE/ALLGATHER/REDUCESCATTER_CHUNKSTEPS).
 constexpr std::int64_t kSteps = 8;  // NCCL_STEPS
-constexpr std::int64_t kRingChunkSteps = 4;
 // LL: 8 lines of 16 bytes per thread x 512 threads x NCCL_STEPS, half of each line is data.
 constexpr std::int64_t kLlStepData = 8 * 512 * kSteps * 16 / kSteps / 2;  // 32 KiB
 // LL128: 120 words per thread x 640 threads x NCCL_STEPS x 8 bytes; 15 of every 16 words are data.

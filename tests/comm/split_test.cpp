@@ -138,6 +138,20 @@ TEST(Split, TreeSimpleChunkIsOneStepUnlessTheOldRuleIsAsked) {
   EXPECT_EQ(tree_chunk(big, Protocol::simple, Bytes::MiB(1), 8, 1).chunk, 1048576);
 }
 
+// NVLS's chunk is the Simple step capped at 128 KiB (enqueue.cc computeColl, nvlsChunkSize): a
+// 512 KiB buffer (64 KiB steps) gives 64 KiB chunks where the default runs 128 KiB at 8 GiB on 8
+// GPUs (8 GiB is not below 64 x 16 channels x 8 heads x 128 KiB = 1 GiB, so no halving); a buffer
+// of 1 MiB or more changes nothing.
+TEST(Split, NvlsChunkIsTheSimpleStepCappedAt128KiB) {
+  EXPECT_EQ(kNccl.nvls_chunk(Bytes::GiB(8), 8), Bytes::KiB(128));
+  CommParams small = kNccl;
+  ASSERT_TRUE(set_comm_param(small, "buffsize", "512K").ok());
+  EXPECT_EQ(small.nvls_chunk(Bytes::GiB(8), 8), Bytes::KiB(64));
+  CommParams one = kNccl;
+  ASSERT_TRUE(set_comm_param(one, "buffsize", "1M").ok());
+  EXPECT_EQ(one.nvls_chunk(Bytes::GiB(8), 8), Bytes::KiB(128));
+}
+
 // NVLS on 8 GPUs: channel b scatters the block at b x 8 x chunk of each 16-block loop. Below
 // 8 MiB the chunk is 16 KiB, a block 128 KiB: 64 KiB is all on channel 0; 1 MiB fills 8 channels;
 // 4 MiB is two whole loops.

@@ -229,7 +229,7 @@ TEST(PublishedNccl, TwoA3MegaVmsOverTcpxoLargeMessages) {
 // the bend in the same octave with the run's buffer, and with NCCL's default 4 MiB buffer it puts
 // it one octave early (8 MiB). Each hop of the fill and drain runs on half the steady load (the
 // reduce going up and the broadcast coming down share the links only in between): with the whole
-// load, the 8-16 MiB octave took 83 us per MiB against 48.5 measured; now 40-46.
+// load, the 8-16 MiB octave took 83 us per MiB against 48.5 measured; now 42.
 TEST(PublishedNccl, TheTreesBendFollowsNcclsBufferSize) {
   auto time_at = [](const calibrate::LogComparison& c, std::int64_t mib, bool measured) {
     for (const auto& p : c.points) {
