@@ -249,7 +249,7 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
         c.nodes = nodes;
         c.nodes_known = nodes_known;
         c.in_place = in_place;
-        c.algo_label = !in.algo_label.empty() ? in.algo_label : log.algo_env;
+        c.algo_label = !in.algo_label.empty() ? in.algo_label : log.algo_env();
         c.where = where;
         d.collectives.push_back(c);
       }

@@ -36,7 +36,6 @@ void read_env_line(const std::string& line, NcclTestsLog& log) {
   std::string value = values.front();
   if (value.size() > 1 && value.back() == '.') value.pop_back();
   const std::string& name = names.back();
-  if (name == "NCCL_ALGO" && log.algo_env.empty()) log.algo_env = value;
   for (const auto& [n, v] : log.nccl_env) {
     if (n == name) return;
   }
@@ -175,6 +174,13 @@ std::optional<int> ranks_beyond_listed(const NcclTestsTable& t, CollOp op, int l
     }
   }
   return std::nullopt;
+}
+
+std::string NcclTestsLog::algo_env() const {
+  for (const auto& [name, value] : nccl_env) {
+    if (name == "NCCL_ALGO") return value;
+  }
+  return "";
 }
 
 int NcclTestsLog::nodes_count() const {

@@ -61,11 +61,11 @@ struct NcclTestsLog {
   std::string version_line;          // "# nccl-tests version ..." when present
   std::vector<NcclTestsTable> tables;
   int skipped_lines = 0;             // non-comment lines that are not data rows
-  std::string algo_env;              // "NCCL_ALGO set by environment to X" in NCCL's INFO output
   // Every "NCCL_X set by environment to V" line of NCCL's INFO output (NCCL_DEBUG=INFO; misc/param.cc
   // and tuning.cc print them), the first of each name, in the order met; a trailing '.' dropped.
   std::vector<std::pair<std::string, std::string>> nccl_env;
   int ranks_count() const { return static_cast<int>(ranks.size()); }
+  std::string algo_env() const;      // NCCL_ALGO's value in nccl_env, empty when not set
   int nodes_count() const;           // distinct hosts (1 when unknown)
 };
 

@@ -117,6 +117,12 @@ Expected<std::string> size_to_log(const calibrate::LogShape& shape, hw::ClusterS
                      from_log ? "the log's" : "--gpus", shape.gpus, why);
 }
 
+// The parameter a --set names, without its "comm." prefix ("comm.buffsize=8M" -> "buffsize").
+std::string set_key(const std::string& set) {
+  std::string key = set.substr(0, set.find('='));
+  return key.rfind("comm.", 0) == 0 ? key.substr(5) : key;
+}
+
 // The log's NCCL settings (calibrate::nccl_settings) applied where the command line left them:
 // --algo and --proto at auto, no --set for the parameter. Returns the selection to run and the
 // comment lines that say what was taken and what dtsim has no model of; an error names the
@@ -126,29 +132,22 @@ struct LogSettingsApplied {
   std::string note;
 };
 Expected<LogSettingsApplied> log_settings(const Options& o, const calibrate::NcclTestsLog& log, comm::CommParams& params) {
-  auto user_set = [&](const std::string& name) {
-    return std::any_of(o.sets.begin(), o.sets.end(), [&](const std::string& set) {
-      std::string key = set.substr(0, set.find('='));
-      if (key.rfind("comm.", 0) == 0) key = key.substr(5);
-      return key == name;
-    });
-  };
   const calibrate::LogNcclSettings s = calibrate::nccl_settings(log);
   std::string algo = o.algo, proto = o.proto;
   std::vector<std::string> taken;
   for (const auto& m : s.modelled) {
-    const bool selection = m.option == "algo" || m.option == "proto";
-    std::string& flag = m.option == "algo" ? algo : proto;
-    if (selection ? (m.option == "algo" ? o.algo : o.proto) != "auto" : user_set(m.option)) continue;
-    if (selection) {
+    if (m.option == "algo" || m.option == "proto") {
+      std::string& flag = m.option == "algo" ? algo : proto;
+      if (flag != "auto") continue;  // the command line's
       flag = m.value;
       taken.push_back(fmt::format("{} (--{} {})", m.variable, m.option, m.value));
-    } else {
-      if (auto st = comm::set_comm_param(params, m.option, m.value); !st) {
-        return Error(fmt::format("the log's {}: {}", m.variable, st.error().message), "compare");
-      }
-      taken.push_back(fmt::format("{} (comm.{})", m.variable, m.option));
+      continue;
     }
+    if (std::any_of(o.sets.begin(), o.sets.end(), [&](const std::string& set) { return set_key(set) == m.option; })) continue;
+    if (auto st = comm::set_comm_param(params, m.option, m.value); !st) {
+      return Error(fmt::format("the log's {}: {}", m.variable, st.error().message), "compare");
+    }
+    taken.push_back(fmt::format("{} (comm.{})", m.variable, m.option));
   }
   auto choice = comm::parse_selection(algo, proto);
   if (!choice) return Error(fmt::format("the log's NCCL settings give --{} '{}': {}", choice.error().field, choice.error().field == "algo" ? algo : proto, choice.error().message), "compare");
@@ -211,8 +210,7 @@ int run(const Options& o) {
   comm::CommParams params = comm::CommParams::nccl_defaults();
   for (const auto& s : o.sets) {
     const auto eq = s.find('=');
-    std::string key = s.substr(0, eq);
-    if (key.rfind("comm.", 0) == 0) key = key.substr(5);
+    const std::string key = set_key(s);
     if (eq == std::string::npos) {
       errors.push_back(fmt::format("--set: '{}' is not key=value", s));
       continue;
@@ -238,10 +236,7 @@ int run(const Options& o) {
       return kExitBadInput;
     }
     for (const auto& s : o.sets) {
-      const auto eq = s.find('=');
-      std::string key = s.substr(0, eq);
-      if (key.rfind("comm.", 0) == 0) key = key.substr(5);
-      (void)comm::set_comm_param(calibrated, key, s.substr(eq + 1));
+      (void)comm::set_comm_param(calibrated, set_key(s), s.substr(s.find('=') + 1));
     }
     params = calibrated;
   }

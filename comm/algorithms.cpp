@@ -1,9 +1,9 @@
 // The planner's algorithms: how ring, chain, tree, NVLS, hierarchical, NVLS tree and direct
 // collectives become phases of flow groups with their bytes, latencies and channel caps.
 #include <algorithm>
-#include <limits>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -287,9 +287,16 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // NCCL's tuner caps a tree's bus bandwidth at graph channels x a rate per channel (and LL's at
   // its ceiling); a tree's algorithm bandwidth is half its bus bandwidth there (tuning.cc ratio
   // .5). Lower the protocol factor until the tree's algorithm bandwidth on idle links stays under.
-  std::map<std::uint32_t, double> load;  // bytes on each link from every group's share
-  for (const auto& all : groups) {
-    for (LinkId l : all) load[l.value] += share;
+  // Bytes on each link from every group's share, and from its chunks going up (the reduce) and
+  // coming down (the broadcast) alone, for the pipeline's fill below.
+  std::map<std::uint32_t, double> load, load_up, load_down;
+  for (const auto& group : hops) {
+    for (const Hop& h : group) {
+      for (LinkId l : h.path) {
+        load[l.value] += share;
+        (h.up ? load_up : load_down)[l.value] += share;
+      }
+    }
   }
   double busbw_GBps = 0;  // on idle links at the factor: twice the algorithm bandwidth (tuning.cc ratio .5)
   const double link_bound_factor = factor;  // before a cap of the protocol's own rate
@@ -333,12 +340,6 @@ void Planner::add_tree(const Layout& lay, Protocol proto, Bytes size, Plan& plan
   // NIC both directions share, at min(2 x link-bound rate, cap) against the steady
   // min(link-bound rate, cap).
   const double ll_fill_load = std::min(link_bound_factor, cap_factor) / std::min(2 * link_bound_factor, cap_factor);
-  std::map<std::uint32_t, double> load_up, load_down;  // the load of each direction alone
-  for (const auto& group : hops) {
-    for (const Hop& h : group) {
-      for (LinkId l : h.path) (h.up ? load_up : load_down)[l.value] += share;
-    }
-  }
   const double pieces = tree_split_fraction(chp, proto, size, plan.ranks, m);
   const ChannelRelief relief = channel_relief(lay, proto, pieces, busbw_GBps);
   const double split = relief.split;

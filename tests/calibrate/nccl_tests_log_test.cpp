@@ -48,7 +48,7 @@ TEST(NcclTestsLog, ReadsRanksRowsAndTrailer) {
   EXPECT_EQ(log->nthread, 1);
   EXPECT_EQ(log->ngpus, 1);
   EXPECT_EQ(log->skipped_lines, 2);  // the NCCL INFO lines
-  EXPECT_EQ(log->algo_env, "Ring");
+  EXPECT_EQ(log->algo_env(), "Ring");
   ASSERT_EQ(log->tables.size(), 1u);
   const auto& t = log->tables[0];
   EXPECT_EQ(t.op, CollOp::allreduce);
@@ -168,7 +168,7 @@ TEST(NcclTestsLog, LauncherRankLabelsAreReadPast) {
     EXPECT_EQ(log->ranks_count(), 4) << label;
     EXPECT_EQ(log->nodes_count(), 2) << label;
     EXPECT_EQ(log->ranks[3].gpu, "NVIDIA H100 80GB HBM3") << label;
-    EXPECT_EQ(log->algo_env, "Ring") << label;
+    EXPECT_EQ(log->algo_env(), "Ring") << label;
     EXPECT_EQ(log->skipped_lines, 2) << label;
     ASSERT_EQ(log->tables.size(), 1u) << label;
     ASSERT_EQ(log->tables[0].rows.size(), 3u) << label;
