@@ -13,6 +13,9 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/log_settings.hpp"
+#include "comm/params.hpp"
+
 namespace dtsim::calibrate {
 
 namespace {
@@ -186,6 +189,42 @@ Status add_records(Dataset& d, const std::vector<Record>& records) {
 
 Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput& in) {
   d.inputs.push_back(log.path);
+  // The NCCL settings the run had, as its INFO lines state them; --algo and --proto given on the
+  // command line take the place of the log's NCCL_ALGO and NCCL_PROTO.
+  auto given = [](const std::string& s) { return s.empty() || ascii_lower(s) == "auto" ? std::string() : s; };
+  std::string algo = given(in.algo_label), proto = given(in.proto_label);
+  std::vector<std::pair<std::string, std::string>> sets;
+  std::vector<std::string> taken;
+  const LogNcclSettings settings = nccl_settings(log);
+  for (const auto& m : settings.modelled) {
+    if (m.option == "algo" || m.option == "proto") {
+      std::string& flag = m.option == "algo" ? algo : proto;
+      if (!flag.empty()) continue;
+      flag = m.value;
+    } else {
+      if (std::find(in.set_names.begin(), in.set_names.end(), m.option) != in.set_names.end()) continue;
+      comm::CommParams probe = comm::CommParams::nccl_defaults();
+      if (auto st = comm::set_comm_param(probe, m.option, m.value); !st) {
+        return Error(fmt::format("{}: the log's {}: {}", log.path, m.variable, st.error().message));
+      }
+      sets.emplace_back(m.option, m.value);
+    }
+    taken.push_back(m.variable);
+  }
+  if (auto sel = comm::parse_selection(algo.empty() ? "auto" : algo, proto.empty() ? "auto" : proto); !sel) {
+    return Error(fmt::format("{}: the log's NCCL settings give --{} '{}': {}", log.path, sel.error().field,
+                             sel.error().field == "algo" ? algo : proto, sel.error().message));
+  }
+  if (!taken.empty()) {
+    std::string list;
+    for (const auto& t : taken) list += (list.empty() ? "" : ", ") + t;
+    d.notes.push_back(fmt::format("{}: fitted under the NCCL settings its NCCL INFO lines state: {}", log.path, list));
+  }
+  if (!settings.not_modelled.empty()) {
+    std::string list;
+    for (const auto& t : settings.not_modelled) list += (list.empty() ? "" : ", ") + t;
+    d.notes.push_back(fmt::format("{}: the log also sets, which dtsim does not model: {}", log.path, list));
+  }
   int ranks = in.ranks.value_or(log.ranks_count());
   // The bandwidth ratio says how many GPUs took part: for a pasted table without '#  Rank' lines
   // (the settings line's nThread x nGpus counts one process's GPUs only: MPI runs have one
@@ -249,7 +288,9 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
         c.nodes = nodes;
         c.nodes_known = nodes_known;
         c.in_place = in_place;
-        c.algo_label = !in.algo_label.empty() ? in.algo_label : log.algo_env();
+        c.algo_label = algo;
+        c.proto_label = proto;
+        c.comm_sets = sets;
         c.where = where;
         d.collectives.push_back(c);
       }

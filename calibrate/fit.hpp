@@ -72,7 +72,13 @@ struct CollectiveSample {
   int nodes = 1;
   bool nodes_known = true;  // false: the source did not say (nodes is then a guess of 1)
   bool in_place = false;
-  std::string algo_label;  // what the source says NCCL ran ("nvls", "ring", "default", "")
+  // What the source says NCCL ran or was allowed to run, in NCCL_ALGO's and NCCL_PROTO's syntax
+  // ("nvls", "Ring,Tree", "^nvls"; "Simple"), or a label ("default", ""): NCCL's own choice.
+  std::string algo_label;
+  std::string proto_label;
+  // Communication parameters the run set (an nccl-tests log's NCCL_BUFFSIZE and
+  // NCCL_P2P_LL_THRESHOLD, calibrate::nccl_settings): the parameter without "comm.", its value.
+  std::vector<std::pair<std::string, std::string>> comm_sets;
   std::string where;
 };
 
@@ -99,8 +105,16 @@ struct NcclTestsInput {
   std::optional<CollOp> op;      // overrides what the log's name or header says
   std::optional<int> ranks;      // when the log has no "#  Rank" lines
   std::optional<int> nodes;
-  std::string algo_label;        // e.g. "nvls" when NCCL_ALGO was set
+  // The command line's --algo and --proto ("" or "auto": the log's NCCL settings, else NCCL's
+  // choice); they take the place of the log's NCCL_ALGO and NCCL_PROTO.
+  std::string algo_label;
+  std::string proto_label;
+  std::vector<std::string> set_names;  // parameters the command line sets (--set): the log's are left out
 };
+// Reads the log's rows, and the NCCL settings its INFO lines state (calibrate::nccl_settings):
+// NCCL_ALGO, NCCL_PROTO and NCCL_NVLS_ENABLE=0 restrict what the fit simulates; NCCL_BUFFSIZE and
+// NCCL_P2P_LL_THRESHOLD set the parameters it simulates under. A value dtsim cannot take is an
+// error naming the log and the variable.
 Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput& in);
 
 // GPU and node presets for a device name as CUDA reports it ("NVIDIA H100 80GB HBM3" ->
@@ -111,7 +125,13 @@ std::string node_preset_for(const std::string& gpu_preset);
 struct FitOptions {
   std::string gpu;                  // GPU preset; "" = from the device name
   std::string node;                 // node preset for collectives; "" = from the GPU preset
-  std::optional<comm::Algo> algo;   // the algorithm NCCL ran; nullopt = the data's label, else auto
+  // What NCCL ran, in --algo's and --proto's syntax ("ring", "Ring,Tree", "^nvls"; "Simple"); ""
+  // or "auto": the data's labels (a log's NCCL_ALGO, NCCL_PROTO), else NCCL's choice. Each takes
+  // the place of the data's own for its part.
+  std::string algo, proto;
+  // --set comm.NAME=VALUE (NAME without "comm."): the fit simulates under them, in place of what
+  // the data states for the same parameter, and writes them into the profile.
+  std::vector<std::pair<std::string, std::string>> sets;
   int holdout_every = 4;            // 0 or 1: no held-out points
 };
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/fit_internal.hpp"
+#include "calibrate/fit_settings.hpp"
 #include "calibrate/lsq.hpp"
 #include "comm/collective.hpp"
 #include "config/hardware.hpp"
@@ -68,34 +69,45 @@ class CollectiveSim {
   const std::string& nic_link() const { return nic_link_; }
   int ranks() const { return ranks_; }
 
-  std::vector<std::pair<comm::Algo, comm::Protocol>> candidates(CollOp op) {
+  // The pairs that can run the collective here and that the selection allows.
+  std::vector<std::pair<comm::Algo, comm::Protocol>> candidates(CollOp op, const comm::Selection& sel) {
     auto topo = topology(CommState{});
     hw::Router router(**topo);
     comm::Planner planner(**topo, router, comm::CommParams::nccl_defaults());
-    return planner.candidates(request(op, 0, std::nullopt, std::nullopt));
+    const comm::CollectiveRequest req = request(op, 0, sel);
+    std::vector<std::pair<comm::Algo, comm::Protocol>> out;
+    for (const auto& c : planner.candidates(request(op, 0, comm::Selection{}))) {
+      if (comm::selection_allows(req, c.first, c.second)) out.push_back(c);
+    }
+    return out;
   }
 
-  // Time of one collective alone on the cluster, as `dtsim collective` reports it.
-  Expected<double> time(const CommState& st, CollOp op, std::int64_t bytes, std::optional<comm::Algo> a,
-                        std::optional<comm::Protocol> p, std::string* chosen = nullptr) {
+  // Time of one collective alone on the cluster, as `dtsim collective` reports it: of one pair,
+  // or of the automatic choice among what the selection allows.
+  Expected<double> time(const CommState& st, CollOp op, std::int64_t bytes, comm::Algo a, comm::Protocol p) {
+    comm::Selection one;
+    one.algo = a;
+    one.protocol = p;
+    return time(st, op, bytes, one);
+  }
+  Expected<double> time(const CommState& st, CollOp op, std::int64_t bytes, const comm::Selection& sel, std::string* chosen = nullptr) {
     auto topo = topology(st);
     if (!topo) return topo.error();
     hw::Router router(**topo);
     comm::Planner planner(**topo, router, st.comm);
-    auto plan = planner.plan(request(op, bytes, a, p));
+    auto plan = planner.plan(request(op, bytes, sel));
     if (!plan) return plan.error();
     if (chosen) *chosen = fmt::format("{}/{}", comm::to_string(plan->algo), comm::to_string(plan->protocol));
     return comm::simulate_alone(**topo, *plan).seconds();
   }
 
  private:
-  comm::CollectiveRequest request(CollOp op, std::int64_t bytes, std::optional<comm::Algo> a, std::optional<comm::Protocol> p) const {
+  comm::CollectiveRequest request(CollOp op, std::int64_t bytes, const comm::Selection& sel) const {
     comm::CollectiveRequest req;
     req.op = op;
     req.size = Bytes(bytes);
     for (int i = 0; i < ranks_; ++i) req.ranks.push_back(i);
-    req.algo = a;
-    req.protocol = p;
+    req.select(sel);
     return req;
   }
 
@@ -204,15 +216,6 @@ std::pair<Knob, Knob> knobs_of(comm::Algo a, comm::Protocol p, CollOp op, bool m
   return {lat, bw};
 }
 
-std::optional<comm::Algo> algo_from_label(const std::string& label) {
-  const std::string l = ascii_lower(label);
-  if (l.empty() || l == "default" || l == "auto") return std::nullopt;
-  if (l.find("nvls") != std::string::npos) return comm::Algo::nvls;
-  if (l == "ring") return comm::Algo::ring;
-  if (l == "tree") return comm::Algo::tree;
-  return std::nullopt;
-}
-
 }  // namespace
 
 struct CollectiveFit::State {
@@ -226,6 +229,25 @@ struct CollectiveFit::State {
 
   Status fit() {
     if (d_.collectives.empty()) return {};
+    // The communication parameters the runs set (an nccl-tests log's NCCL_BUFFSIZE, ...), with
+    // the options' --set in their place: the fit, its defaults' residuals and the profile all run
+    // under them.
+    auto sets = agreed_comm_sets(d_.collectives, o_.sets);
+    if (!sets) return sets.error();
+    auto apply = [&](const std::string& name, const std::string& value, const char* why) -> Status {
+      for (CommState* st : {&state_, &base_}) {
+        if (auto ok = comm::set_comm_param(st->comm, name, value); !ok) return Error(fmt::format("--set comm.{}: {}", name, ok.error().message));
+      }
+      res_.params["comm." + name] = value;
+      res_.notes.push_back(fmt::format("comm.{} = {}: {}, written into the profile", name, value, why));
+      return {};
+    };
+    for (const auto& [name, value] : *sets) {
+      if (auto st = apply(name, value, "the measured runs' NCCL setting"); !st) return st;
+    }
+    for (const auto& [name, value] : o_.sets) {
+      if (auto st = apply(name, value, "--set"); !st) return st;
+    }
     std::map<std::tuple<int, int, int, int>, Group> groups;  // ordered: op priority, intra first, larger first
     auto priority = [](CollOp op) {
       switch (op) {
@@ -269,15 +291,24 @@ struct CollectiveFit::State {
     });
     std::vector<bool> is_held(g.idx.size(), false);
     for (std::size_t j : held) is_held[j] = true;
-    // Target algorithm: the option, else the data's label, else dtsim's automatic choice.
-    std::optional<comm::Algo> target = o_.algo;
-    if (!target) {
-      std::set<std::string> labels;
-      for (std::size_t i : g.idx) labels.insert(cs[i].algo_label);
-      if (labels.size() == 1) target = algo_from_label(*labels.begin());
+    // What NCCL ran: the options' selection, else the data's labels (NCCL_ALGO and NCCL_PROTO of
+    // a log) where every point of the group has the same, else dtsim's automatic choice.
+    auto option = [](const std::string& s) { return s.empty() || ascii_lower(s) == "auto" ? std::string() : s; };
+    const std::string opt_algo = option(o_.algo), opt_proto = option(o_.proto);
+    std::set<std::pair<std::string, std::string>> labels;
+    for (std::size_t i : g.idx) labels.emplace(opt_algo.empty() ? cs[i].algo_label : opt_algo, opt_proto.empty() ? cs[i].proto_label : opt_proto);
+    comm::Selection target;
+    bool from_data = false;  // the data's labels chose at least a part
+    if (labels.size() == 1) {
+      target = selection_of(labels.begin()->first, labels.begin()->second);
+      from_data = !is_auto(target) && (opt_algo.empty() || opt_proto.empty());
+    } else {
+      res_.notes.push_back(fmt::format("{}: its points ran under different NCCL_ALGO / NCCL_PROTO settings: fitted under dtsim's "
+                                       "automatic choice (pass --algo and --proto, or fit the logs separately)",
+                                       suite));
     }
     json out{{"op", std::string(to_string(g.op))}, {"ranks", g.ranks}, {"nodes", g.nodes},
-             {"scope", g.nodes > 1 ? "inter-node" : "intra-node"}, {"algorithm", target ? std::string(comm::to_string(*target)) : "auto"}};
+             {"scope", g.nodes > 1 ? "inter-node" : "intra-node"}, {"algorithm", describe(target)}};
 
     std::unique_ptr<CollectiveSim> sim;
     std::vector<std::pair<comm::Algo, comm::Protocol>> cands;
@@ -288,13 +319,11 @@ struct CollectiveFit::State {
                                          res_.node_preset, s.error().message));
       } else {
         sim = std::move(*s);
-        for (const auto& c : sim->candidates(g.op)) {
-          if (!target || c.first == *target) cands.push_back(c);
-        }
+        cands = sim->candidates(g.op, target);
         if (cands.empty()) {
-          return Error(fmt::format("{}: dtsim cannot run {} with algorithm {} on {} ({}); choose another --algo", suite, to_string(g.op),
-                                   target ? std::string(comm::to_string(*target)) : "auto", res_.node_preset,
-                                   cs[g.idx.front()].where));
+          return Error(fmt::format("{}: dtsim cannot run {} with {} on {} ({}{}); choose another --algo or --proto", suite,
+                                   to_string(g.op), describe(target), res_.node_preset, cs[g.idx.front()].where,
+                                   from_data ? ", as its NCCL settings state" : ""));
         }
       }
     } else if (g.ranks < 2) {
@@ -490,7 +519,7 @@ struct CollectiveFit::State {
       if (multinode) choice = "fastest";
       else if (choice != "fastest") choice = "fastest-on-one-node";
     }
-    comm_groups_.push_back(GroupEval{suite, g, is_held, target});
+    comm_groups_.push_back(GroupEval{suite, g, is_held, target, from_data});
     return out;
   }
 
@@ -531,8 +560,8 @@ struct CollectiveFit::State {
       std::vector<Scored> fit_sc, def_sc;
       for (std::size_t j = 0; j < ge.g.idx.size(); ++j) {
         const auto& c = d_.collectives[ge.g.idx[j]];
-        auto tf = (*sim)->time(written, c.op, c.bytes, ge.target, std::nullopt);
-        auto td = (*sim)->time(CommState{}, c.op, c.bytes, ge.target, std::nullopt);
+        auto tf = (*sim)->time(written, c.op, c.bytes, ge.target);
+        auto td = (*sim)->time(base_, c.op, c.bytes, ge.target);
         if (!tf || !td) continue;
         fit_sc.push_back(Scored{(*tf - c.time_s) / c.time_s, c.where, ge.held[j]});
         def_sc.push_back(Scored{(*td - c.time_s) / c.time_s, c.where, ge.held[j]});
@@ -547,15 +576,19 @@ struct CollectiveFit::State {
       for (std::size_t idx : ge.g.idx) sizes.insert(d_.collectives[idx].bytes);
       for (std::int64_t bytes : sizes) {
         std::string chosen;
-        auto t = (*sim)->time(written, ge.g.op, bytes, std::nullopt, std::nullopt, &chosen);
+        auto t = (*sim)->time(written, ge.g.op, bytes, comm::Selection{}, &chosen);
         if (!t || chosen.empty() || pairs.count(chosen)) continue;
         unfitted[chosen].push_back(bytes);
       }
       for (const auto& [pair, at] : unfitted) {
         res_.warnings.push_back(fmt::format("{}: with --algo auto the tuner picks {}, which this fit did not set, at {} of the measured sizes "
                                             "({} B to {} B): the profile's defaults apply there; pass --algo to the fit and to the runs, "
-                                            "or add measurements of {}",
-                                            ge.suite, pair, at.size(), at.front(), at.back(), pair));
+                                            "or add measurements of {}{}",
+                                            ge.suite, pair, at.size(), at.front(), at.back(), pair,
+                                            ge.from_data ? fmt::format(" (the measured run allowed {} only, by its NCCL settings: give "
+                                                                       "dtsim the same --algo and --proto)",
+                                                                       describe(ge.target))
+                                                         : std::string()));
       }
     }
   }
@@ -564,13 +597,15 @@ struct CollectiveFit::State {
     std::string suite;
     Group g;
     std::vector<bool> held;
-    std::optional<comm::Algo> target;
+    comm::Selection target;
+    bool from_data = false;  // the target is the data's NCCL settings, not the options'
   };
 
   const Dataset& d_;
   const FitOptions& o_;
   FitResult& res_;
   CommState state_;
+  CommState base_;  // the defaults under the runs' NCCL settings: what `dtsim collective` gives without a profile
   std::map<std::string, std::string> owner_;  // knob -> the group and pair that set it
   std::map<std::string, std::set<std::string>> fitted_pairs_;  // suite -> "ring/LL", ... it fitted
   std::vector<GroupEval> comm_groups_;

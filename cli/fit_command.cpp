@@ -26,6 +26,8 @@ struct Options {
   std::string gpu;
   std::string node;
   std::string algo = "auto";
+  std::string proto = "auto";
+  std::vector<std::string> sets;
   std::string op;
   std::optional<int> ranks;
   std::optional<int> nodes;
@@ -54,10 +56,20 @@ int run(const Options& o) {
     if (out.empty()) continue;
     if (auto why = unwritable(out)) errors.push_back(*why);
   }
-  std::optional<comm::Algo> algo;
-  if (o.algo != "auto") {
-    algo = comm::parse_algo(o.algo);
-    if (!algo) errors.push_back(fmt::format("--algo: unknown algorithm '{}' (ring, tree, nvls, auto)", o.algo));
+  if (auto sel = comm::parse_selection(o.algo, o.proto); !sel) errors.push_back("--" + sel.error().field + ": " + sel.error().message);
+  std::vector<std::pair<std::string, std::string>> sets;
+  for (const auto& s : o.sets) {
+    const auto eq = s.find('=');
+    std::string key = s.substr(0, eq);
+    if (key.rfind("comm.", 0) == 0) key = key.substr(5);
+    comm::CommParams probe = comm::CommParams::nccl_defaults();
+    if (eq == std::string::npos) {
+      errors.push_back(fmt::format("--set: '{}' is not comm.NAME=VALUE", s));
+    } else if (auto st = comm::set_comm_param(probe, key, s.substr(eq + 1)); !st) {
+      errors.push_back("--set " + st.error().to_string());
+    } else {
+      sets.emplace_back(key, s.substr(eq + 1));
+    }
   }
   std::optional<CollOp> op;
   if (!o.op.empty()) {
@@ -94,7 +106,9 @@ int run(const Options& o) {
     in.op = op;
     in.ranks = o.ranks;
     in.nodes = o.nodes;
-    in.algo_label = algo ? std::string(comm::to_string(*algo)) : "";
+    in.algo_label = o.algo;
+    in.proto_label = o.proto;
+    for (const auto& [name, value] : sets) in.set_names.push_back(name);
     if (auto st = calibrate::add_nccl_tests(data, *log, in); !st) {
       print_error(st.error().message);
       return kExitBadInput;
@@ -103,7 +117,9 @@ int run(const Options& o) {
   calibrate::FitOptions fo;
   fo.gpu = o.gpu;
   fo.node = o.node;
-  fo.algo = algo;
+  fo.algo = o.algo;
+  fo.proto = o.proto;
+  fo.sets = sets;
   fo.holdout_every = o.holdout;
   auto fit = calibrate::fit_profile(data, fo);
   if (!fit) {
@@ -191,7 +207,17 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", o->output, "Write the hardware profile (YAML) here");
   cmd->add_option("--gpu", o->gpu, "GPU preset the data came from (default: from the device name)");
   cmd->add_option("--node", o->node, "Node preset for collectives (default: from the GPU, e.g. dgx-h100)");
-  cmd->add_option("--algo", o->algo, "Algorithm NCCL ran in the collective data: ring, tree, nvls, or auto (NCCL's choice)")->capture_default_str();
+  cmd->add_option("--algo", o->algo,
+                  "Algorithm NCCL ran in the collective data: ring, tree, nvls, a list as NCCL_ALGO takes it (ring,tree; ^nvls), or auto "
+                  "(a log's NCCL_ALGO and NCCL_NVLS_ENABLE=0, else NCCL's choice)")
+      ->capture_default_str();
+  cmd->add_option("--set", o->sets,
+                  "comm.NAME=VALUE: a communication parameter the measured runs had (e.g. comm.buffsize=8M for NCCL_BUFFSIZE), "
+                  "in place of the log's; written into the profile (dtsim collective --list-params)");
+  cmd->add_option("--proto", o->proto,
+                  "Protocol NCCL ran: LL, LL128, Simple, a list as NCCL_PROTO takes it, or auto (a log's NCCL_PROTO, else NCCL's "
+                  "choice)")
+      ->capture_default_str();
   cmd->add_option("--op", o->op, "Collective of the nccl-tests logs (default: from the file name or the log)");
   cmd->add_option("--ranks", o->ranks, "GPUs in the nccl-tests run (default: its '#  Rank' lines)");
   cmd->add_option("--nodes", o->nodes, "Nodes in the nccl-tests run (default: distinct hosts of its '#  Rank' lines)");

@@ -272,6 +272,18 @@ std::vector<std::pair<Algo, Protocol>> Planner::candidates(const CollectiveReque
   return out;
 }
 
+bool selection_allows(const CollectiveRequest& req, Algo a, Protocol p) {
+  auto listed = [](const auto& list, auto v) { return std::find(list.begin(), list.end(), v) != list.end(); };
+  // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
+  // when asked for by name.
+  const bool algo_ok = req.algo ? *req.algo == a : req.algos.empty() ? a != Algo::hierarchical : listed(req.algos, a);
+  // A peer-to-peer operation's protocol is NCCL's size rule (Planner::plan), whatever NCCL_PROTO
+  // lists; only one protocol named outright overrides it.
+  const bool p2p = req.op == CollOp::alltoall || req.op == CollOp::sendrecv;
+  const bool proto_ok = req.protocol ? *req.protocol == p : p2p || req.protocols.empty() || listed(req.protocols, p);
+  return algo_ok && proto_ok;
+}
+
 Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   if (req.ranks.empty()) return Error("a collective needs at least one rank", "ranks");
   for (int r : req.ranks) {
@@ -288,16 +300,8 @@ Expected<Plan> Planner::plan(const CollectiveRequest& req) {
   const Layout lay = layout(req.ranks);
   const auto cands = candidates(req);
   std::vector<std::pair<Algo, Protocol>> chosen;
-  auto listed = [](const auto& list, auto v) { return std::find(list.begin(), list.end(), v) != list.end(); };
   for (const auto& [a, p] : cands) {
-    // The automatic choice is NCCL's: the two-level hierarchical all-reduce (Horovod's) runs only
-    // when asked for by name.
-    const bool algo_ok = req.algo ? *req.algo == a : req.algos.empty() ? a != Algo::hierarchical : listed(req.algos, a);
-    // A peer-to-peer operation's protocol is NCCL's size rule (below), whatever NCCL_PROTO lists;
-    // only one protocol named outright overrides it.
-    const bool p2p = req.op == CollOp::alltoall || req.op == CollOp::sendrecv;
-    const bool proto_ok = req.protocol ? *req.protocol == p : p2p || req.protocols.empty() || listed(req.protocols, p);
-    if (algo_ok && proto_ok) chosen.emplace_back(a, p);
+    if (selection_allows(req, a, p)) chosen.emplace_back(a, p);
   }
   // NCCL picks a peer-to-peer operation's protocol by each peer's bytes, not by its tuner: LL up
   // to NCCL_P2P_LL_THRESHOLD, else Simple (v2.18.5 enqueue.cc addP2pToPlan).

@@ -51,6 +51,12 @@ struct CollectiveRequest {
   Fidelity fidelity = Fidelity::coupled;
 };
 
+// Whether the request lets the automatic choice consider this pair: its algorithm (or list; an
+// empty list is NCCL's own set, never `hierarchical`) and protocol (or list; a peer-to-peer
+// operation keeps NCCL's size rule whatever NCCL_PROTO lists, so only a protocol named outright
+// binds it). What Planner::plan chooses among; `dtsim fit` restricts its candidates the same way.
+bool selection_allows(const CollectiveRequest& req, Algo a, Protocol p);
+
 struct FlowGroup {
   std::vector<LinkUse> uses;  // merged
   Bytes bytes;                // per use of each link (protocol overhead included)

@@ -6,6 +6,7 @@
 //    predicts them better than dtsim's defaults.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -218,6 +219,137 @@ TEST(Fit, RecoversAlphaBetaAndTheSimulatorsCollectiveParameters) {
   }
 }
 
+// A log that states its NCCL settings in its INFO lines (NCCL_DEBUG=INFO) is fitted under them:
+// the algorithm and protocol it allowed, and NCCL_BUFFSIZE, which sets the tree's chunk (one step
+// of the buffer) and so its pipeline fill. Truth: 2 DGX H100 nodes, tree/Simple with bandwidth
+// factor 0.35 and 20 us per network step, an 8 MiB buffer; the times are dtsim's own with these
+// values (test fixtures, not measurements), printed as nccl-tests prints them.
+TEST(Fit, FitsALogUnderTheNcclSettingsItsInfoLinesState) {
+  config::LoadContext ctx;
+  auto spec = config::load_cluster(config::ClusterRequest{"dgx-h100", 2, std::nullopt}, ctx);
+  ASSERT_TRUE(spec.has_value()) << ctx.diagnostics.to_string();
+  auto topo = hw::Topology::build(*spec);
+  ASSERT_TRUE(topo.ok());
+  comm::CommParams truth = comm::CommParams::nccl_defaults();
+  truth.tree_simple = 0.35;
+  truth.lat(comm::Algo::tree, comm::Protocol::simple).step[static_cast<std::size_t>(comm::Transport::net)] = Time::us(20);
+  truth.buffsize = Bytes::MiB(8);
+  hw::Router router(*topo);
+  comm::Planner planner(*topo, router, truth);
+  std::string rows;
+  for (std::int64_t s = std::int64_t{1} << 20; s <= (std::int64_t{1} << 32); s *= 4) {
+    comm::CollectiveRequest req;
+    req.op = CollOp::allreduce;
+    req.size = Bytes(s);
+    for (int i = 0; i < 16; ++i) req.ranks.push_back(i);
+    req.algo = comm::Algo::tree;
+    req.protocol = comm::Protocol::simple;
+    const double us = comm::simulate_alone(*topo, *planner.plan(req)).seconds() * 1e6;
+    const double algbw = s / us / 1e3, busbw = algbw * 30 / 16;
+    rows += fmt::format("{:>12} {:>13} float sum -1 {:8.1f} {:7.2f} {:7.2f} 0 {:8.1f} {:7.2f} {:7.2f} 0\n", s, s / 4, us, algbw, busbw, us,
+                        algbw, busbw);
+  }
+  const std::string text =
+      "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4294967296 step: 2(factor) warmup iters: 5 iters: 20\n"
+      "host1:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n"
+      "host1:1:1 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n"
+      "host1:1:1 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608\n"
+      "host1:1:1 [0] NCCL INFO NCCL_MIN_NCHANNELS set by environment to 4\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n" +
+      rows;
+  auto log = parse_nccl_tests(text, "all_reduce_perf-settings.log");
+  ASSERT_TRUE(log.ok()) << log.error().message;
+  NcclTestsInput in;
+  in.ranks = 16;
+  in.nodes = 2;
+  Dataset d;
+  ASSERT_TRUE(add_nccl_tests(d, *log, in).ok());
+  ASSERT_FALSE(d.collectives.empty());
+  EXPECT_EQ(d.collectives.front().algo_label, "Tree");
+  EXPECT_EQ(d.collectives.front().proto_label, "Simple");
+  using Sets = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(d.collectives.front().comm_sets, (Sets{{"buffsize", "8388608"}}));
+  auto has_note = [&](const std::string& s) {
+    return std::any_of(d.notes.begin(), d.notes.end(), [&](const std::string& n) { return n.find(s) != std::string::npos; });
+  };
+  EXPECT_TRUE(has_note("NCCL_ALGO=Tree, NCCL_PROTO=Simple, NCCL_BUFFSIZE=8388608"));
+  EXPECT_TRUE(has_note("which dtsim does not model: NCCL_MIN_NCHANNELS"));
+
+  FitOptions o;
+  o.gpu = "h100-sxm";
+  o.node = "dgx-h100";
+  auto r = fit_profile(d, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->params.at("comm.buffsize"), "8388608");
+  ASSERT_EQ(r->fit["nccl"].size(), 1u);
+  EXPECT_EQ(r->fit["nccl"][0]["algorithm"], "tree / Simple");
+  EXPECT_EQ(r->fit["nccl"][0]["regimes"].size(), 1u);  // one protocol ran: one regime
+  EXPECT_NEAR(param(*r, "comm.tree.Simple.bandwidth_factor"), 0.35, 0.35 * 0.02);
+  EXPECT_NEAR(param(*r, "comm.tree.Simple.step_latency.net"), 20.0, 2.0);
+  for (const auto& [name, value] : r->params) {
+    EXPECT_EQ(name.find("nvls"), std::string::npos) << name;  // nothing the run did not allow
+    EXPECT_EQ(name.find("LL"), std::string::npos) << name;
+  }
+  // The same data fitted under NCCL's default buffer (--set, in place of the log's): the profile
+  // says so, and the tree's fill no longer matches the data's.
+  o.sets = {{"buffsize", "4M"}};
+  auto r4 = fit_profile(d, o);
+  ASSERT_TRUE(r4.ok()) << r4.error().message;
+  EXPECT_EQ(r4->params.at("comm.buffsize"), "4M");
+  auto worst = [](const FitResult& f) {
+    for (const auto& res : f.residuals) {
+      if (res.model == "profile") return res.worst_all;
+    }
+    return 1.0;
+  };
+  EXPECT_LT(worst(*r), 0.01);
+  EXPECT_GT(worst(*r4), 2 * worst(*r)) << worst(*r4) << " " << worst(*r);
+  // A second log of the same cluster without the setting cannot share one profile with it.
+  auto plain = parse_nccl_tests("# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20\n"
+                                "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+                                "     1048576        262144     float     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66      0\n",
+                                "all_reduce_perf-plain.log");
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(add_nccl_tests(d, *plain, in).ok());
+  o.sets.clear();
+  auto mixed = fit_profile(d, o);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.error().message.find("all_reduce_perf-settings.log"), std::string::npos) << mixed.error().message;
+  EXPECT_NE(mixed.error().message.find("all_reduce_perf-plain.log"), std::string::npos) << mixed.error().message;
+  EXPECT_NE(mixed.error().message.find("comm.buffsize=8388608"), std::string::npos) << mixed.error().message;
+  // ... unless the command line gives the parameter for both.
+  o.sets = {{"buffsize", "8M"}};
+  EXPECT_TRUE(fit_profile(d, o).ok());
+}
+
+// A log whose NCCL settings dtsim cannot take is refused, naming the log and the variable.
+TEST(Fit, RefusesALogWhoseNcclSettingDtsimCannotTake) {
+  const std::string table =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+      "     1048576        262144     float     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66      0\n";
+  NcclTestsInput in;
+  in.ranks = 16;
+  in.nodes = 2;
+  for (const auto& [line, what] : {std::pair<std::string, std::string>{"NCCL_BUFFSIZE set by environment to 1000", "NCCL_BUFFSIZE=1000"},
+                                   {"NCCL_ALGO set by environment to Ring,Bogus", "--algo 'Ring,Bogus'"},
+                                   {"NCCL_PROTO set by environment to Fast", "--proto 'Fast'"}}) {
+    auto log = parse_nccl_tests("h:1:1 [0] NCCL INFO " + line + "\n" + table, "all_reduce_perf-bad.log");
+    ASSERT_TRUE(log.ok()) << log.error().message;
+    Dataset d;
+    const Status st = add_nccl_tests(d, *log, in);
+    ASSERT_FALSE(st.ok()) << line;
+    EXPECT_NE(st.error().message.find("all_reduce_perf-bad.log"), std::string::npos) << st.error().message;
+    EXPECT_NE(st.error().message.find(what), std::string::npos) << st.error().message;
+    // The command line's --proto / --algo takes the place of the log's bad one.
+    if (what.rfind("--", 0) == 0) {
+      NcclTestsInput over = in;
+      const bool algo = what.rfind("--algo", 0) == 0;
+      (algo ? over.algo_label : over.proto_label) = algo ? "ring" : "Simple";
+      EXPECT_TRUE(add_nccl_tests(d, *log, over).ok()) << line;
+    }
+  }
+}
+
 TEST(Fit, UnknownSuitesAndOtherToolsNameFileAndLine) {
   std::vector<json> recs{record("overhead", "a", {{"what", "kernel_gpu"}}, 1e-6), record("tensor-cores", "b", json::object(), 1e-6)};
   const std::string path = temp("unknown.jsonl");
@@ -327,7 +459,7 @@ std::pair<Errors, Errors> published_fit(const std::string& system, const std::st
   in.algo_label = algo ? std::string(comm::to_string(*algo)) : "";
   EXPECT_TRUE(add_nccl_tests(d, *parsed, in).ok());
   FitOptions o;
-  o.algo = algo;
+  o.algo = in.algo_label;
   auto fit = fit_profile(d, o);
   EXPECT_TRUE(fit.ok()) << fit.error().message;
   const std::string path = temp(system + ".yaml");

@@ -370,4 +370,43 @@ TEST(PlannerCli, FitRefusesALogWhoseRankCountCannotBeKnown) {
   EXPECT_TRUE(has(r.out, "give --ranks N")) << r.out;
 }
 
+// A user's own log with NCCL_DEBUG=INFO lines: the fit runs under the NCCL settings they state
+// (here the published A100 curve with a Ring-only, Simple-only, 8 MiB-buffer header added), says
+// so, and writes the buffer into the profile; a value dtsim cannot take exits 2 naming the log.
+TEST(PlannerCli, FitRunsUnderTheNcclSettingsTheLogStates) {
+  std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/data/calibration/published/all_reduce_perf-a100.log");
+  std::stringstream body;
+  body << in.rdbuf();
+  const std::string head =
+      "a100:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+      "a100:1:1 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n";
+  std::string log = write("all_reduce_perf-env.log", head + "a100:1:1 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608\n" + body.str());
+  const std::string profile = temp("env-profile.yaml");
+  Result r = run("fit --nccl-tests " + log + " --node dgx-a100-80g --gpu a100-sxm4-80g -o " + profile);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "fitted under the NCCL settings its NCCL INFO lines state: NCCL_ALGO=Ring, NCCL_PROTO=Simple, NCCL_BUFFSIZE=8388608"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "nccl.allreduce.8x1 ring/Simple")) << r.out;
+  EXPECT_FALSE(has(r.out, "comm.ring.LL")) << r.out;  // only what the run allowed is fitted
+  EXPECT_TRUE(has(r.out, "with --algo auto the tuner picks ring/LL")) << r.out;
+  EXPECT_TRUE(has(r.out, "the measured run allowed ring / Simple only, by its NCCL settings")) << r.out;
+  std::ifstream written(profile);
+  std::stringstream text;
+  text << written.rdbuf();
+  EXPECT_TRUE(has(text.str(), "buffsize")) << text.str();
+  // The command line takes the place of the log's settings.
+  r = run("fit --nccl-tests " + log + " --node dgx-a100-80g --gpu a100-sxm4-80g --proto auto --algo ring --set comm.buffsize=4M -o " + profile);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "NCCL INFO lines state: NCCL_PROTO=Simple\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "comm.buffsize = 4M: --set")) << r.out;
+  r = run("fit --nccl-tests " + log + " --node dgx-a100-80g --proto Fast -o " + profile);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "--proto")) << r.out;
+  // A buffer NCCL would not run with.
+  log = write("all_reduce_perf-env.log", head + "a100:1:1 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 1000\n" + body.str());
+  r = run("fit --nccl-tests " + log + " --node dgx-a100-80g -o " + profile);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, log + ": the log's NCCL_BUFFSIZE=1000")) << r.out;
+}
+
 }  // namespace
