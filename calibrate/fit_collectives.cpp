@@ -12,7 +12,9 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "calibrate/fit_collective_sim.hpp"
 #include "calibrate/fit_internal.hpp"
 #include "calibrate/fit_settings.hpp"
 #include "calibrate/lsq.hpp"
@@ -33,188 +35,14 @@ using detail::Scored;
 using detail::split;
 using detail::summarize;
 using detail::time_text;
-
-// The communication model on one cluster, with link efficiencies that the fit changes.
-struct CommState {
-  comm::CommParams comm = comm::CommParams::nccl_defaults();
-  std::map<std::string, double> link_eff;
-};
-
-class CollectiveSim {
- public:
-  static Expected<std::unique_ptr<CollectiveSim>> make(const std::string& node, int nodes, int gpus_per_node) {
-    config::LoadContext ctx;
-    auto spec = config::load_cluster(config::ClusterRequest{node, nodes, gpus_per_node}, ctx);
-    if (!spec) return Error(ctx.diagnostics.empty() ? "cannot build the cluster" : ctx.diagnostics.items().front().message);
-    auto sim = std::make_unique<CollectiveSim>();
-    sim->base_ = *spec;
-    sim->ranks_ = nodes * gpus_per_node;
-    const hw::NodeSpec& ns = spec->groups.front().node;
-    sim->intra_link_ = ns.nvlink && ns.nvlink_topology != hw::NvlinkTopology::none ? ns.nvlink->name : ns.pcie.name;
-    sim->nic_link_ = spec->fabric.nic ? spec->fabric.nic->name : (ns.nic ? ns.nic->name : "");
-    auto t = sim->topology(CommState{});
-    if (!t) return t.error();
-    return sim;
-  }
-
-  double link_default(const std::string& name) const {
-    const hw::NodeSpec& ns = base_.groups.front().node;
-    for (const auto* l : {ns.nvlink ? &*ns.nvlink : nullptr, &ns.pcie, ns.nic ? &*ns.nic : nullptr, ns.cpu_link ? &*ns.cpu_link : nullptr,
-                          base_.fabric.nic ? &*base_.fabric.nic : nullptr, base_.fabric.link ? &*base_.fabric.link : nullptr}) {
-      if (l && l->name == name) return l->efficiency;
-    }
-    return 1.0;
-  }
-  const std::string& intra_link() const { return intra_link_; }
-  const std::string& nic_link() const { return nic_link_; }
-  int ranks() const { return ranks_; }
-
-  // The pairs that can run the collective here and that the selection allows.
-  std::vector<std::pair<comm::Algo, comm::Protocol>> candidates(CollOp op, const comm::Selection& sel) {
-    auto topo = topology(CommState{});
-    hw::Router router(**topo);
-    comm::Planner planner(**topo, router, comm::CommParams::nccl_defaults());
-    const comm::CollectiveRequest req = request(op, 0, sel);
-    std::vector<std::pair<comm::Algo, comm::Protocol>> out;
-    for (const auto& c : planner.candidates(request(op, 0, comm::Selection{}))) {
-      if (comm::selection_allows(req, c.first, c.second)) out.push_back(c);
-    }
-    return out;
-  }
-
-  // Time of one collective alone on the cluster, as `dtsim collective` reports it: of one pair,
-  // or of the automatic choice among what the selection allows.
-  Expected<double> time(const CommState& st, CollOp op, std::int64_t bytes, comm::Algo a, comm::Protocol p) {
-    comm::Selection one;
-    one.algo = a;
-    one.protocol = p;
-    return time(st, op, bytes, one);
-  }
-  Expected<double> time(const CommState& st, CollOp op, std::int64_t bytes, const comm::Selection& sel, std::string* chosen = nullptr) {
-    auto topo = topology(st);
-    if (!topo) return topo.error();
-    hw::Router router(**topo);
-    comm::Planner planner(**topo, router, st.comm);
-    auto plan = planner.plan(request(op, bytes, sel));
-    if (!plan) return plan.error();
-    if (chosen) *chosen = fmt::format("{}/{}", comm::to_string(plan->algo), comm::to_string(plan->protocol));
-    return comm::simulate_alone(**topo, *plan).seconds();
-  }
-
- private:
-  comm::CollectiveRequest request(CollOp op, std::int64_t bytes, const comm::Selection& sel) const {
-    comm::CollectiveRequest req;
-    req.op = op;
-    req.size = Bytes(bytes);
-    for (int i = 0; i < ranks_; ++i) req.ranks.push_back(i);
-    req.select(sel);
-    return req;
-  }
-
-  Expected<hw::Topology*> topology(const CommState& st) {
-    std::string key;
-    for (const auto& [n, e] : st.link_eff) key += fmt::format("{}={:.17g};", n, e);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      hw::ClusterSpec spec = base_;
-      config::HardwareProfile prof;
-      for (const auto& [n, e] : st.link_eff) prof.links[n].efficiency = e;
-      config::apply_profile(prof, spec);
-      auto t = hw::Topology::build(spec);
-      if (!t) return t.error();
-      if (cache_.size() > 64) cache_.clear();
-      it = cache_.emplace(key, std::make_unique<hw::Topology>(std::move(*t))).first;
-    }
-    return it->second.get();
-  }
-
-  hw::ClusterSpec base_;
-  int ranks_ = 0;
-  std::string intra_link_, nic_link_;
-  std::map<std::string, std::unique_ptr<hw::Topology>> cache_;
-};
-
-// One parameter the collective fit moves: a comm.* time or fraction, or a link type's efficiency.
-struct Knob {
-  enum class Kind { time, fraction, link };
-  Kind kind = Kind::time;
-  std::string name;  // comm parameter name without "comm.", or the link type
-  bool valid() const { return !name.empty(); }
-  std::string profile_name() const { return kind == Kind::link ? "links." + name + ".efficiency" : "comm." + name; }
-};
-
-Time* time_field(comm::CommParams& p, const std::string& name) {
-  if (name == "nvls.latency") return &p.nvls_latency;
-  if (name == "nvls.net_latency") return &p.nvls_net_latency;
-  for (comm::Algo a : {comm::Algo::ring, comm::Algo::tree}) {
-    for (comm::Protocol pr : comm::kAllProtocols) {
-      const std::string prefix = fmt::format("{}.{}.", comm::to_string(a), comm::to_string(pr));
-      if (name == prefix + "base_latency") return &p.lat(a, pr).base;
-      if (name == prefix + "step_latency.net") return &p.lat(a, pr).step[static_cast<std::size_t>(comm::Transport::net)];
-    }
-  }
-  return nullptr;
-}
-
-double* fraction_field(comm::CommParams& p, const std::string& name) {
-  if (name == "nvls.efficiency") return &p.nvls_efficiency;
-  if (name == "nvls.tree_factor") return &p.nvls_tree_factor;
-  if (name == "ring.LL.bandwidth_factor.allreduce") return &p.ring_ll_allreduce;
-  if (name == "ring.LL.bandwidth_factor.other") return &p.ring_ll_other;
-  if (name == "ring.LL128.bandwidth_factor") return &p.ring_ll128;
-  if (name == "tree.Simple.bandwidth_factor") return &p.tree_simple;
-  if (name == "tree.LL.bandwidth_factor") return &p.tree_ll;
-  if (name == "tree.LL128.bandwidth_factor") return &p.tree_ll128;
-  return nullptr;
-}
-
-double get_knob(CommState& st, const Knob& k, const CollectiveSim& sim) {
-  switch (k.kind) {
-    case Knob::Kind::time: return time_field(st.comm, k.name)->seconds();
-    case Knob::Kind::fraction: return *fraction_field(st.comm, k.name);
-    case Knob::Kind::link: {
-      const auto it = st.link_eff.find(k.name);
-      return it == st.link_eff.end() ? sim.link_default(k.name) : it->second;
-    }
-  }
-  return 0;
-}
-
-void set_knob(CommState& st, const Knob& k, double v) {
-  switch (k.kind) {
-    case Knob::Kind::time: *time_field(st.comm, k.name) = Time::from_seconds(std::max(0.0, v)); break;
-    case Knob::Kind::fraction: *fraction_field(st.comm, k.name) = std::clamp(v, 1e-3, 1.0); break;
-    case Knob::Kind::link: st.link_eff[k.name] = std::clamp(v, 1e-3, 1.0); break;
-  }
-}
-
-// The knobs of one algorithm/protocol pair: what its fixed latency and its bandwidth depend on
-// (mirrors comm::Planner: hierarchical and direct use ring's tables).
-std::pair<Knob, Knob> knobs_of(comm::Algo a, comm::Protocol p, CollOp op, bool multinode, const CollectiveSim& sim) {
-  const std::string P(comm::to_string(p));
-  Knob lat, bw;
-  lat.kind = Knob::Kind::time;
-  if (a == comm::Algo::nvls) {
-    // Across nodes, the NVLS tree: its per-node latency and the ratio that sets both its NVLink
-    // and its network rate.
-    lat.name = multinode ? "nvls.net_latency" : "nvls.latency";
-    bw = Knob{Knob::Kind::fraction, multinode ? "nvls.tree_factor" : "nvls.efficiency"};
-    return {lat, bw};
-  }
-  const std::string table = a == comm::Algo::tree ? "tree" : "ring";
-  lat.name = multinode ? fmt::format("{}.{}.step_latency.net", table, P) : fmt::format("{}.{}.base_latency", table, P);
-  if (a == comm::Algo::tree) {
-    bw = Knob{Knob::Kind::fraction, fmt::format("tree.{}.bandwidth_factor", P)};
-  } else if (p == comm::Protocol::ll) {
-    const bool ar = multinode || op == CollOp::allreduce || op == CollOp::reduce;
-    bw = Knob{Knob::Kind::fraction, ar ? "ring.LL.bandwidth_factor.allreduce" : "ring.LL.bandwidth_factor.other"};
-  } else if (p == comm::Protocol::ll128) {
-    bw = Knob{Knob::Kind::fraction, "ring.LL128.bandwidth_factor"};
-  } else {
-    bw = Knob{Knob::Kind::link, multinode ? sim.nic_link() : sim.intra_link()};
-  }
-  return {lat, bw};
-}
+using detail::CollectiveSim;
+using detail::CommState;
+using detail::Knob;
+using detail::knobs_of;
+using detail::get_knob;
+using detail::set_knob;
+using detail::time_field;
+using detail::fraction_field;
 
 }  // namespace
 
@@ -381,6 +209,7 @@ struct CollectiveFit::State {
     // knob (affine in the knob: probed) and a bandwidth knob (transfer time ~ 1 / knob).
     const bool multinode = g.nodes > 1;
     std::vector<std::string> set_here;
+    const Snapshot before = snapshot();
     for (int round = 0; round < 12; ++round) {
       double change = 0;
       for (std::size_t ri = regimes.size(); ri-- > 0;) {
@@ -507,9 +336,6 @@ struct CollectiveFit::State {
         }
       }
     }
-    json knobs = json::array();
-    for (const auto& k : set_here) knobs.push_back(k);
-    out["knobs"] = knobs;
     // The fitted lines are the measured times of whatever NCCL ran at each size, for every pair
     // that could have run it; NCCL's tuner model would choose among them by other numbers
     // (its tree correction factors), so the profile picks the fastest fitted pair instead: within
@@ -519,8 +345,176 @@ struct CollectiveFit::State {
       if (multinode) choice = "fastest";
       else if (choice != "fastest") choice = "fastest-on-one-node";
     }
+    // The mapping and the polish act knob by knob, each pair on its own; together, and with the
+    // choice among the pairs the profile makes, they can end further from the group's training
+    // points than where they started (the regimes are protocols by size, and what NCCL ran at a
+    // size may be another algorithm, as NVLS trees on H100 nodes). So the group's fit starts again
+    // from whichever is closer to its training points (mean |relative error| of the time), the
+    // mapped parameters or those it had before, and then moves each parameter of the pairs the
+    // profile's choice runs at those sizes to the value that minimises that error under that
+    // choice (a scan, then a golden-section search, on each in turn, kept only where it lowers
+    // the error): a fit never leaves its own points worse.
+    if (!set_here.empty()) {
+      std::vector<std::size_t> points;
+      for (std::size_t j : train) points.push_back(g.idx[j]);
+      // Four starts: the mapped parameters or those before them, each with the choice the
+      // mapping writes (the fastest fitted pair) or the one before it (NCCL's tuner model).
+      const std::string fast = res_.params["comm.choice"];
+      const std::string prior = before.params.count("comm.choice") ? before.params.at("comm.choice") : std::string();
+      auto with = [](std::map<std::string, std::string> params, const std::string& choice) {
+        if (choice.empty()) params.erase("comm.choice");
+        else params["comm.choice"] = choice;
+        return params;
+      };
+      bool from_mapped = true;
+      std::string choice = fast;
+      double best = std::numeric_limits<double>::infinity(), mapped_err = 0, before_err = 0;
+      for (const bool mapped : {true, false}) {
+        for (const std::string& c : {fast, prior}) {
+          auto e = objective(*sim, mapped ? state_ : before.state, with(mapped ? res_.params : before.params, c), g.op, target, points);
+          if (!e) return e.error();
+          if (mapped && c == fast) mapped_err = *e;
+          if (!mapped && c == prior) before_err = *e;
+          if (*e < best) best = *e, from_mapped = mapped, choice = c;
+        }
+      }
+      if (!from_mapped) {
+        res_.notes.push_back(fmt::format("{}: the regimes' parameters ({}) predicted its training points worse than those before them "
+                                         "(mean |relative error| {:.1f}% against {:.1f}%): the fit starts again from the latter",
+                                         suite, fmt::join(set_here, ", "), 100 * mapped_err, 100 * before_err));
+        restore(before);
+        set_here.clear();
+      }
+      res_.params = with(res_.params, choice);
+      const double start = best;
+      for (int round = 0; round < 2; ++round) {
+        const double round_start = best;
+        std::vector<std::pair<Knob, std::string>> knobs;  // with the pair it belongs to
+        for (std::size_t i : points) {
+          std::string chosen;
+          CommState s = with_choice(state_, res_.params);
+          auto t = sim->time(s, g.op, cs[i].bytes, target, &chosen);
+          if (!t) return t.error();
+          const auto slash = chosen.find('/');
+          const auto a = comm::parse_algo(chosen.substr(0, slash));
+          const auto p = comm::parse_protocol(chosen.substr(slash + 1));
+          if (!a || !p) continue;
+          auto [lat, bw] = knobs_of(*a, *p, g.op, multinode, *sim);
+          for (const Knob& k : {lat, bw}) {
+            if (!k.valid() || !claim(k, suite, chosen)) continue;
+            if (std::none_of(knobs.begin(), knobs.end(), [&](const auto& e) { return e.first.profile_name() == k.profile_name(); })) {
+              knobs.emplace_back(k, chosen);
+            }
+          }
+        }
+        for (const auto& [k, pair] : knobs) {
+          const double x0 = get_knob(state_, k, *sim);
+          Status failed;
+          auto at = [&](double l) {
+            set_knob(state_, k, std::exp(l));
+            auto e = objective(*sim, state_, res_.params, g.op, target, points);
+            if (!e) {
+              failed = e.error();
+              return std::numeric_limits<double>::infinity();
+            }
+            return *e;
+          };
+          // The choice among pairs makes the error jump where the chosen pair changes, so a
+          // coarse scan over [x0 / 2, 2 x0] (steps of 2^(1/4); a fraction stays at most 1) finds
+          // the best cell first, and a golden-section search refines it.
+          const double l0 = std::log(std::max(x0, 1e-9)), step = std::log(2.0) / 4;
+          const double top = k.kind != Knob::Kind::time ? 0.0 : l0 + 4 * step;
+          std::vector<double> grid;
+          for (int i = -4; i <= 4; ++i) grid.push_back(std::min(l0 + i * step, top));
+          std::size_t ib = 0;
+          double fb = std::numeric_limits<double>::infinity();
+          for (std::size_t i = 0; i < grid.size(); ++i) {
+            const double f = at(grid[i]);
+            if (f < fb) fb = f, ib = i;
+          }
+          double lo = grid[ib == 0 ? 0 : ib - 1], hi = grid[std::min(ib + 1, grid.size() - 1)];
+          const double ratio = 0.5 * (std::sqrt(5.0) - 1);
+          double c1 = hi - ratio * (hi - lo), c2 = lo + ratio * (hi - lo), f1 = at(c1), f2 = at(c2);
+          for (int it = 0; it < 12; ++it) {
+            if (f1 < f2) {
+              hi = c2, c2 = c1, f2 = f1, c1 = hi - ratio * (hi - lo), f1 = at(c1);
+            } else {
+              lo = c1, c1 = c2, f1 = f2, c2 = lo + ratio * (hi - lo), f2 = at(c2);
+            }
+          }
+          if (!failed.ok()) return failed.error();
+          double xm = std::exp(0.5 * (lo + hi));
+          double fm = at(std::log(xm));
+          if (!failed.ok()) return failed.error();
+          if (fb < fm) xm = std::exp(grid[ib]), fm = at(grid[ib]);
+          if (fm < best) {
+            best = fm;
+            note_set(set_here, k);
+            covered(suite, pair, k);
+          } else {
+            set_knob(state_, k, x0);
+          }
+        }
+        if (best > 0.99 * round_start) break;  // another round would move little
+      }
+      if (set_here.empty()) {
+        // Nothing kept: the profile holds what it had, the choice included.
+        restore(before);
+      } else if (best < start) {
+        res_.notes.push_back(fmt::format("{}: mean |relative error| on its training points {:.1f}% with the fitted parameters ({:.1f}% before "
+                                         "the last step)",
+                                         suite, 100 * best, 100 * start));
+      }
+    }
+    json knobs = json::array();
+    for (const auto& k : set_here) knobs.push_back(k);
+    out["knobs"] = knobs;
     comm_groups_.push_back(GroupEval{suite, g, is_held, target, from_data});
     return out;
+  }
+
+  // What the fit of one group may have to undo.
+  struct Snapshot {
+    CommState state;
+    std::map<std::string, std::string> params;
+    std::map<std::string, double> links;
+    std::map<std::string, std::string> coverage, owner;
+    std::map<std::string, std::set<std::string>> fitted_pairs;
+  };
+  Snapshot snapshot() const { return Snapshot{state_, res_.params, res_.link_efficiency, res_.coverage, owner_, fitted_pairs_}; }
+  void restore(const Snapshot& s) {
+    state_ = s.state;
+    res_.params = s.params;
+    res_.link_efficiency = s.links;
+    res_.coverage = s.coverage;
+    owner_ = s.owner;
+    fitted_pairs_ = s.fitted_pairs;
+  }
+
+  // The state with the choice (`comm.choice`) the profile's parameters give.
+  static CommState with_choice(const CommState& st, const std::map<std::string, std::string>& params) {
+    CommState s = st;
+    if (auto c = params.find("comm.choice"); c != params.end()) {
+      const Status ok = comm::set_comm_param(s.comm, "choice", c->second);
+      DTSIM_ASSERT(ok.ok(), "fit: the choice it writes does not read back");
+    }
+    return s;
+  }
+
+  // Mean absolute relative error of the time on these points (the medians the fit reports weigh
+  // an outlier as little), under the state and the choice the profile's parameters give.
+  Expected<double> objective(CollectiveSim& sim, const CommState& st, const std::map<std::string, std::string>& params, CollOp op,
+                             const comm::Selection& sel, const std::vector<std::size_t>& points) const {
+    const CommState s = with_choice(st, params);
+    double sum = 0;
+    for (std::size_t i : points) {
+      const auto& c = d_.collectives[i];
+      auto t = sim.time(s, op, c.bytes, sel);
+      if (!t) return t.error();
+      const double e = (*t - c.time_s) / c.time_s;
+      sum += std::fabs(e);
+    }
+    return points.empty() ? 0.0 : sum / static_cast<double>(points.size());
   }
 
   // Which algorithm/protocol pairs of which suite each fitted parameter was fitted for.
