@@ -194,15 +194,21 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
   auto given = [](const std::string& s) { return s.empty() || ascii_lower(s) == "auto" ? std::string() : s; };
   std::string algo = given(in.algo_label), proto = given(in.proto_label);
   std::vector<std::pair<std::string, std::string>> sets;
-  std::vector<std::string> taken;
+  std::vector<std::string> taken, replaced;
   const LogNcclSettings settings = nccl_settings(log);
   for (const auto& m : settings.modelled) {
     if (m.option == "algo" || m.option == "proto") {
       std::string& flag = m.option == "algo" ? algo : proto;
-      if (!flag.empty()) continue;
+      if (!flag.empty()) {
+        replaced.push_back(fmt::format("{} (--{} {})", m.variable, m.option, flag));
+        continue;
+      }
       flag = m.value;
     } else {
-      if (std::find(in.set_names.begin(), in.set_names.end(), m.option) != in.set_names.end()) continue;
+      if (std::find(in.set_names.begin(), in.set_names.end(), m.option) != in.set_names.end()) {
+        replaced.push_back(fmt::format("{} (--set comm.{})", m.variable, m.option));
+        continue;
+      }
       comm::CommParams probe = comm::CommParams::nccl_defaults();
       if (auto st = comm::set_comm_param(probe, m.option, m.value); !st) {
         return Error(fmt::format("{}: the log's {}: {}", log.path, m.variable, st.error().message));
@@ -219,6 +225,11 @@ Status add_nccl_tests(Dataset& d, const NcclTestsLog& log, const NcclTestsInput&
     std::string list;
     for (const auto& t : taken) list += (list.empty() ? "" : ", ") + t;
     d.notes.push_back(fmt::format("{}: fitted under the NCCL settings its NCCL INFO lines state: {}", log.path, list));
+  }
+  if (!replaced.empty()) {
+    std::string list;
+    for (const auto& t : replaced) list += (list.empty() ? "" : ", ") + t;
+    d.notes.push_back(fmt::format("{}: the command line takes the place of these of its NCCL settings: {}", log.path, list));
   }
   if (!settings.not_modelled.empty()) {
     std::string list;

@@ -112,6 +112,7 @@ double* fraction_field(comm::CommParams& p, const std::string& name) {
   if (name == "tree.Simple.bandwidth_factor") return &p.tree_simple;
   if (name == "tree.LL.bandwidth_factor") return &p.tree_ll;
   if (name == "tree.LL128.bandwidth_factor") return &p.tree_ll128;
+  if (name == "tree.LL128.bandwidth_factor.multinode") return &p.tree_ll128_multinode;
   return nullptr;
 }
 
@@ -149,7 +150,9 @@ std::pair<Knob, Knob> knobs_of(comm::Algo a, comm::Protocol p, CollOp op, bool m
   const std::string table = a == comm::Algo::tree ? "tree" : "ring";
   lat.name = multinode ? fmt::format("{}.{}.step_latency.net", table, P) : fmt::format("{}.{}.base_latency", table, P);
   if (a == comm::Algo::tree) {
-    bw = Knob{Knob::Kind::fraction, fmt::format("tree.{}.bandwidth_factor", P)};
+    // Tree LL128 has its own rate across nodes (comm::Planner::bandwidth_factor).
+    const bool own = multinode && p == comm::Protocol::ll128;
+    bw = Knob{Knob::Kind::fraction, fmt::format("tree.{}.bandwidth_factor{}", P, own ? ".multinode" : "")};
   } else if (p == comm::Protocol::ll) {
     const bool ar = multinode || op == CollOp::allreduce || op == CollOp::reduce;
     bw = Knob{Knob::Kind::fraction, ar ? "ring.LL.bandwidth_factor.allreduce" : "ring.LL.bandwidth_factor.other"};

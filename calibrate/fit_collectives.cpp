@@ -44,6 +44,22 @@ using detail::set_knob;
 using detail::time_field;
 using detail::fraction_field;
 
+// The minimum of f over [lo, hi] by golden-section search (f taken as unimodal there), in
+// `steps` steps: the middle of the last bracket.
+template <class F>
+double golden_min(F&& f, double lo, double hi, int steps) {
+  const double ratio = 0.5 * (std::sqrt(5.0) - 1);
+  double c1 = hi - ratio * (hi - lo), c2 = lo + ratio * (hi - lo), f1 = f(c1), f2 = f(c2);
+  for (int it = 0; it < steps; ++it) {
+    if (f1 < f2) {
+      hi = c2, c2 = c1, f2 = f1, c1 = hi - ratio * (hi - lo), f1 = f(c1);
+    } else {
+      lo = c1, c1 = c2, f1 = f2, c2 = lo + ratio * (hi - lo), f2 = f(c2);
+    }
+  }
+  return 0.5 * (lo + hi);
+}
+
 }  // namespace
 
 struct CollectiveFit::State {
@@ -64,9 +80,10 @@ struct CollectiveFit::State {
     if (!sets) return sets.error();
     auto apply = [&](const std::string& name, const std::string& value, const char* why) -> Status {
       for (CommState* st : {&state_, &base_}) {
-        if (auto ok = comm::set_comm_param(st->comm, name, value); !ok) return Error(fmt::format("--set comm.{}: {}", name, ok.error().message));
+        if (auto ok = comm::set_comm_param(st->comm, name, value); !ok) return Error(fmt::format("comm.{}: {}", name, ok.error().message));
       }
       res_.params["comm." + name] = value;
+      owner_["comm." + name] = why;  // the fit does not move it
       res_.notes.push_back(fmt::format("comm.{} = {}: {}, written into the profile", name, value, why));
       return {};
     };
@@ -129,7 +146,10 @@ struct CollectiveFit::State {
     bool from_data = false;  // the data's labels chose at least a part
     if (labels.size() == 1) {
       target = selection_of(labels.begin()->first, labels.begin()->second);
-      from_data = !is_auto(target) && (opt_algo.empty() || opt_proto.empty());
+      // Only where a label of the data, not an option, restricts a part.
+      const comm::Selection data_algo = selection_of(opt_algo.empty() ? labels.begin()->first : "", "");
+      const comm::Selection data_proto = selection_of("", opt_proto.empty() ? labels.begin()->second : "");
+      from_data = !is_auto(data_algo) || !is_auto(data_proto);
     } else {
       res_.notes.push_back(fmt::format("{}: its points ran under different NCCL_ALGO / NCCL_PROTO settings: fitted under dtsim's "
                                        "automatic choice (pass --algo and --proto, or fit the logs separately)",
@@ -138,7 +158,7 @@ struct CollectiveFit::State {
     json out{{"op", std::string(to_string(g.op))}, {"ranks", g.ranks}, {"nodes", g.nodes},
              {"scope", g.nodes > 1 ? "inter-node" : "intra-node"}, {"algorithm", describe(target)}};
 
-    std::unique_ptr<CollectiveSim> sim;
+    std::shared_ptr<CollectiveSim> sim;
     std::vector<std::pair<comm::Algo, comm::Protocol>> cands;
     if (g.ranks >= 2 && !res_.node_preset.empty() && g.ranks % g.nodes == 0) {
       auto s = CollectiveSim::make(res_.node_preset, g.nodes, g.ranks / g.nodes);
@@ -319,16 +339,7 @@ struct CollectiveFit::State {
             set_knob(state_, k, std::exp(l));
             return error();
           };
-          const double ratio = 0.5 * (std::sqrt(5.0) - 1);
-          double c1 = hi - ratio * (hi - lo), c2 = lo + ratio * (hi - lo), f1 = at(c1), f2 = at(c2);
-          for (int it = 0; it < 40; ++it) {
-            if (f1 < f2) {
-              hi = c2, c2 = c1, f2 = f1, c1 = hi - ratio * (hi - lo), f1 = at(c1);
-            } else {
-              lo = c1, c1 = c2, f1 = f2, c2 = lo + ratio * (hi - lo), f2 = at(c2);
-            }
-          }
-          const double xm = std::exp(0.5 * (lo + hi));
+          const double xm = std::exp(golden_min(at, lo, hi, 40));
           set_knob(state_, k, xm);
           if (error() > best0) set_knob(state_, k, x0);
           if (!failed.ok()) return failed.error();
@@ -340,7 +351,7 @@ struct CollectiveFit::State {
     // that could have run it; NCCL's tuner model would choose among them by other numbers
     // (its tree correction factors), so the profile picks the fastest fitted pair instead: within
     // a node only, unless the data crossed nodes (elsewhere the defaults, and NCCL's model, apply).
-    if (!set_here.empty()) {
+    if (!set_here.empty() && !owner_.count("comm.choice")) {  // unless --set gave it
       auto& choice = res_.params["comm.choice"];
       if (multinode) choice = "fastest";
       else if (choice != "fastest") choice = "fastest-on-one-node";
@@ -358,32 +369,56 @@ struct CollectiveFit::State {
       std::vector<std::size_t> points;
       for (std::size_t j : train) points.push_back(g.idx[j]);
       // Four starts: the mapped parameters or those before them, each with the choice the
-      // mapping writes (the fastest fitted pair) or the one before it (NCCL's tuner model).
-      const std::string fast = res_.params["comm.choice"];
-      const std::string prior = before.params.count("comm.choice") ? before.params.at("comm.choice") : std::string();
+      // mapping writes (the fastest fitted pair) or the one before it (NCCL's tuner model). The
+      // choice is the whole profile's: a start that changes it must not leave the training
+      // points of a group fitted before this one worse.
+      auto choice_of = [](const std::map<std::string, std::string>& params) {
+        const auto it = params.find("comm.choice");
+        return it == params.end() ? std::string() : it->second;
+      };
+      const std::string fast = choice_of(res_.params), prior = choice_of(before.params);
       auto with = [](std::map<std::string, std::string> params, const std::string& choice) {
         if (choice.empty()) params.erase("comm.choice");
         else params["comm.choice"] = choice;
         return params;
       };
+      auto harms_earlier = [&](const CommState& st, const std::map<std::string, std::string>& params, const std::string& c) -> Expected<bool> {
+        if (c == prior) return false;
+        for (const GroupEval& ge : comm_groups_) {
+          if (!ge.sim) continue;
+          auto now = objective(*ge.sim, st, with(params, prior), ge.g.op, ge.target, ge.train);
+          auto then = objective(*ge.sim, st, with(params, c), ge.g.op, ge.target, ge.train);
+          if (!now) return now.error();
+          if (!then) return then.error();
+          if (*then > *now) return true;
+        }
+        return false;
+      };
       bool from_mapped = true;
       std::string choice = fast;
-      double best = std::numeric_limits<double>::infinity(), mapped_err = 0, before_err = 0;
+      double best = std::numeric_limits<double>::infinity(), mapped_err = 0;
       for (const bool mapped : {true, false}) {
         for (const std::string& c : {fast, prior}) {
-          auto e = objective(*sim, mapped ? state_ : before.state, with(mapped ? res_.params : before.params, c), g.op, target, points);
+          const CommState& st = mapped ? state_ : before.state;
+          const auto& params = mapped ? res_.params : before.params;
+          auto e = objective(*sim, st, with(params, c), g.op, target, points);
           if (!e) return e.error();
           if (mapped && c == fast) mapped_err = *e;
-          if (!mapped && c == prior) before_err = *e;
-          if (*e < best) best = *e, from_mapped = mapped, choice = c;
+          if (!(*e < best)) continue;
+          auto harms = harms_earlier(st, params, c);
+          if (!harms) return harms.error();
+          if (*harms) continue;
+          best = *e, from_mapped = mapped, choice = c;
         }
       }
       if (!from_mapped) {
-        res_.notes.push_back(fmt::format("{}: the regimes' parameters ({}) predicted its training points worse than those before them "
-                                         "(mean |relative error| {:.1f}% against {:.1f}%): the fit starts again from the latter",
-                                         suite, fmt::join(set_here, ", "), 100 * mapped_err, 100 * before_err));
-        restore(before);
+        const std::string mapped_knobs = fmt::format("{}", fmt::join(set_here, ", "));
+        restore(before);  // drops the mapping's notes too
         set_here.clear();
+        res_.notes.push_back(fmt::format("{}: the regimes' parameters ({}) predicted its training points worse than those before them "
+                                         "(mean |relative error| {:.1f}% against {:.1f}%{}): the fit starts again from the latter",
+                                         suite, mapped_knobs, 100 * mapped_err, 100 * best,
+                                         choice == prior ? "" : fmt::format(", with comm.choice {}", choice)));
       }
       res_.params = with(res_.params, choice);
       const double start = best;
@@ -401,7 +436,7 @@ struct CollectiveFit::State {
           if (!a || !p) continue;
           auto [lat, bw] = knobs_of(*a, *p, g.op, multinode, *sim);
           for (const Knob& k : {lat, bw}) {
-            if (!k.valid() || !claim(k, suite, chosen)) continue;
+            if (!k.valid() || !may_claim(k, suite, chosen)) continue;
             if (std::none_of(knobs.begin(), knobs.end(), [&](const auto& e) { return e.first.profile_name() == k.profile_name(); })) {
               knobs.emplace_back(k, chosen);
             }
@@ -422,7 +457,8 @@ struct CollectiveFit::State {
           // The choice among pairs makes the error jump where the chosen pair changes, so a
           // coarse scan over [x0 / 2, 2 x0] (steps of 2^(1/4); a fraction stays at most 1) finds
           // the best cell first, and a golden-section search refines it.
-          const double l0 = std::log(std::max(x0, 1e-9)), step = std::log(2.0) / 4;
+          // A latency the mapping clamped to 0 is scanned from 0.1 us.
+          const double l0 = std::log(std::max(x0, k.kind == Knob::Kind::time ? 1e-7 : 1e-9)), step = std::log(2.0) / 4;
           const double top = k.kind != Knob::Kind::time ? 0.0 : l0 + 4 * step;
           std::vector<double> grid;
           for (int i = -4; i <= 4; ++i) grid.push_back(std::min(l0 + i * step, top));
@@ -432,23 +468,15 @@ struct CollectiveFit::State {
             const double f = at(grid[i]);
             if (f < fb) fb = f, ib = i;
           }
-          double lo = grid[ib == 0 ? 0 : ib - 1], hi = grid[std::min(ib + 1, grid.size() - 1)];
-          const double ratio = 0.5 * (std::sqrt(5.0) - 1);
-          double c1 = hi - ratio * (hi - lo), c2 = lo + ratio * (hi - lo), f1 = at(c1), f2 = at(c2);
-          for (int it = 0; it < 12; ++it) {
-            if (f1 < f2) {
-              hi = c2, c2 = c1, f2 = f1, c1 = hi - ratio * (hi - lo), f1 = at(c1);
-            } else {
-              lo = c1, c1 = c2, f1 = f2, c2 = lo + ratio * (hi - lo), f2 = at(c2);
-            }
-          }
+          const double lm = golden_min(at, grid[ib == 0 ? 0 : ib - 1], grid[std::min(ib + 1, grid.size() - 1)], 12);
           if (!failed.ok()) return failed.error();
-          double xm = std::exp(0.5 * (lo + hi));
-          double fm = at(std::log(xm));
+          double xm = std::exp(lm);
+          double fm = at(lm);
           if (!failed.ok()) return failed.error();
           if (fb < fm) xm = std::exp(grid[ib]), fm = at(grid[ib]);
           if (fm < best) {
             best = fm;
+            claim(k, suite, pair);
             note_set(set_here, k);
             covered(suite, pair, k);
           } else {
@@ -460,6 +488,9 @@ struct CollectiveFit::State {
       if (set_here.empty()) {
         // Nothing kept: the profile holds what it had, the choice included.
         restore(before);
+        res_.notes.push_back(fmt::format("{}: no fitted parameter predicted its training points better than those before the fit "
+                                         "(mean |relative error| {:.1f}%): left as they were",
+                                         suite, 100 * start));
       } else if (best < start) {
         res_.notes.push_back(fmt::format("{}: mean |relative error| on its training points {:.1f}% with the fitted parameters ({:.1f}% before "
                                          "the last step)",
@@ -469,7 +500,9 @@ struct CollectiveFit::State {
     json knobs = json::array();
     for (const auto& k : set_here) knobs.push_back(k);
     out["knobs"] = knobs;
-    comm_groups_.push_back(GroupEval{suite, g, is_held, target, from_data});
+    std::vector<std::size_t> train_points;
+    for (std::size_t j : train) train_points.push_back(g.idx[j]);
+    comm_groups_.push_back(GroupEval{suite, g, is_held, target, from_data, sim, train_points});
     return out;
   }
 
@@ -480,9 +513,13 @@ struct CollectiveFit::State {
     std::map<std::string, double> links;
     std::map<std::string, std::string> coverage, owner;
     std::map<std::string, std::set<std::string>> fitted_pairs;
+    std::size_t notes = 0;  // the notes then: later ones speak of what is undone
   };
-  Snapshot snapshot() const { return Snapshot{state_, res_.params, res_.link_efficiency, res_.coverage, owner_, fitted_pairs_}; }
+  Snapshot snapshot() const {
+    return Snapshot{state_, res_.params, res_.link_efficiency, res_.coverage, owner_, fitted_pairs_, res_.notes.size()};
+  }
   void restore(const Snapshot& s) {
+    res_.notes.resize(std::min(res_.notes.size(), s.notes));
     state_ = s.state;
     res_.params = s.params;
     res_.link_efficiency = s.links;
@@ -529,6 +566,11 @@ struct CollectiveFit::State {
     const std::string owner = suite + " " + pair;
     auto [it, fresh] = owner_.emplace(k.profile_name(), owner);
     return fresh || it->second == owner;
+  }
+  // Whether claim() would succeed, without claiming.
+  bool may_claim(const Knob& k, const std::string& suite, const std::string& pair) const {
+    const auto it = owner_.find(k.profile_name());
+    return it == owner_.end() || it->second == suite + " " + pair;
   }
 
   void note_set(std::vector<std::string>& list, const Knob& k) {
@@ -593,6 +635,8 @@ struct CollectiveFit::State {
     std::vector<bool> held;
     comm::Selection target;
     bool from_data = false;  // the target is the data's NCCL settings, not the options'
+    std::shared_ptr<CollectiveSim> sim;  // null where the group maps onto no simulator
+    std::vector<std::size_t> train;      // its training points (indices into the dataset)
   };
 
   const Dataset& d_;

@@ -33,29 +33,41 @@ std::string describe(const comm::Selection& s) {
   return p.empty() ? a : a + " / " + p;
 }
 
-Expected<CommSets> agreed_comm_sets(const std::vector<CollectiveSample>& samples, const CommSets& overrides) {
-  if (samples.empty()) return CommSets{};
-  auto own = [&](const CollectiveSample& c) {
-    CommSets out;
-    for (const auto& s : c.comm_sets) {
-      if (std::none_of(overrides.begin(), overrides.end(), [&](const auto& o) { return o.first == s.first; })) out.push_back(s);
-    }
-    return out;
-  };
-  auto text = [](const CommSets& v) {
-    std::string out;
-    for (const auto& [n, val] : v) out += fmt::format("{}comm.{}={}", out.empty() ? "" : " ", n, val);
-    return out.empty() ? std::string("NCCL's defaults") : out;
-  };
-  const CommSets first = own(samples.front());
-  for (const auto& c : samples) {
-    const CommSets mine = own(c);
-    if (mine == first) continue;
-    return Error(fmt::format("the collective measurements ran under different NCCL settings ({}: {}; {}: {}), and one profile "
-                             "holds one set: fit them separately, or give the parameter with --set",
-                             samples.front().where, text(first), c.where, text(mine)));
+namespace {
+
+// A parameter's value as dtsim writes it back ("8M" and "8388608" alike), or the text as given
+// where it does not read.
+std::string canonical(const std::string& name, const std::string& value) {
+  for (const auto& info : comm::comm_param_table()) {
+    if (info.name != name) continue;
+    comm::CommParams p = comm::CommParams::nccl_defaults();
+    if (!info.set(p, value)) return value;
+    return info.get(p);
   }
-  return first;
+  return value;
+}
+
+}  // namespace
+
+Expected<CommSets> agreed_comm_sets(const std::vector<CollectiveSample>& samples, const CommSets& overrides) {
+  CommSets out;
+  std::vector<std::string> where;  // the sample that stated each of `out`
+  for (const auto& c : samples) {
+    for (const auto& [name, value] : c.comm_sets) {
+      if (std::any_of(overrides.begin(), overrides.end(), [&](const auto& o) { return o.first == name; })) continue;
+      const auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == name; });
+      if (it == out.end()) {
+        out.emplace_back(name, value);
+        where.push_back(c.where);
+        continue;
+      }
+      if (canonical(name, it->second) == canonical(name, value)) continue;
+      return Error(fmt::format("the collective measurements state different values of comm.{} ({}: {}; {}: {}), and one profile "
+                               "holds one: fit them separately, or give it with --set",
+                               name, where[static_cast<std::size_t>(it - out.begin())], it->second, c.where, value));
+    }
+  }
+  return out;
 }
 
 }  // namespace dtsim::calibrate

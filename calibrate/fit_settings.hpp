@@ -23,9 +23,10 @@ std::string describe(const comm::Selection& s);
 // A communication parameter (its name without "comm.") and its value, as written.
 using CommSets = std::vector<std::pair<std::string, std::string>>;
 
-// The parameters every collective sample ran under, with `overrides` (--set) in place of the
-// samples' own for the same parameter: the samples must agree on the rest, since one profile
-// holds one set; an error names two samples that differ. Empty without collectives.
+// The parameters the collective samples state (in the order first stated), but those that
+// `overrides` (--set) give: a sample that does not state one is taken to have run under it (a log
+// prints a variable only where NCCL read it), and two that state different values are an error
+// naming both, since one profile holds one value.
 Expected<CommSets> agreed_comm_sets(const std::vector<CollectiveSample>& samples, const CommSets& overrides);
 
 }  // namespace dtsim::calibrate

@@ -304,20 +304,28 @@ TEST(Fit, FitsALogUnderTheNcclSettingsItsInfoLinesState) {
   };
   EXPECT_LT(worst(*r), 0.01);
   EXPECT_GT(worst(*r4), 2 * worst(*r)) << worst(*r4) << " " << worst(*r);
-  // A second log of the same cluster without the setting cannot share one profile with it.
-  auto plain = parse_nccl_tests("# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20\n"
-                                "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
-                                "     1048576        262144     float     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66      0\n",
-                                "all_reduce_perf-plain.log");
+  // A second log of the same cluster that does not state the buffer (NCCL prints a variable only
+  // where it reads it) is taken to have run under it; one that states another value cannot share
+  // the profile, and the error names both logs.
+  const std::string table =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+      "     1048576        262144     float     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66      0\n";
+  auto plain = parse_nccl_tests(table, "all_reduce_perf-plain.log");
   ASSERT_TRUE(plain.ok());
   ASSERT_TRUE(add_nccl_tests(d, *plain, in).ok());
   o.sets.clear();
+  auto with_plain = fit_profile(d, o);
+  ASSERT_TRUE(with_plain.ok()) << with_plain.error().message;
+  EXPECT_EQ(with_plain->params.at("comm.buffsize"), "8388608");
+  auto other = parse_nccl_tests("h:1:1 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 4194304\n" + table, "all_reduce_perf-4m.log");
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(add_nccl_tests(d, *other, in).ok());
   auto mixed = fit_profile(d, o);
   ASSERT_FALSE(mixed.ok());
   EXPECT_NE(mixed.error().message.find("all_reduce_perf-settings.log"), std::string::npos) << mixed.error().message;
-  EXPECT_NE(mixed.error().message.find("all_reduce_perf-plain.log"), std::string::npos) << mixed.error().message;
-  EXPECT_NE(mixed.error().message.find("comm.buffsize=8388608"), std::string::npos) << mixed.error().message;
-  // ... unless the command line gives the parameter for both.
+  EXPECT_NE(mixed.error().message.find("all_reduce_perf-4m.log"), std::string::npos) << mixed.error().message;
+  EXPECT_NE(mixed.error().message.find("comm.buffsize"), std::string::npos) << mixed.error().message;
+  // ... unless the command line gives the parameter for all of them.
   o.sets = {{"buffsize", "8M"}};
   EXPECT_TRUE(fit_profile(d, o).ok());
 }
