@@ -470,10 +470,9 @@ struct CollectiveFit::State {
           }
           const double lm = golden_min(at, grid[ib == 0 ? 0 : ib - 1], grid[std::min(ib + 1, grid.size() - 1)], 12);
           if (!failed.ok()) return failed.error();
-          double xm = std::exp(lm);
-          double fm = at(lm);
+          double fm = at(lm);  // at() leaves the knob at the point it evaluates
           if (!failed.ok()) return failed.error();
-          if (fb < fm) xm = std::exp(grid[ib]), fm = at(grid[ib]);
+          if (fb < fm) fm = at(grid[ib]);
           if (fm < best) {
             best = fm;
             claim(k, suite, pair);
