@@ -442,7 +442,10 @@ struct CollectiveFit::State {
             }
           }
         }
-        for (const auto& [k, pair] : knobs) {
+        for (const auto& entry : knobs) {
+          // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+          const Knob& k = entry.first;
+          const std::string& pair = entry.second;
           const double x0 = get_knob(state_, k, *sim);
           Status failed;
           auto at = [&](double l) {

@@ -53,7 +53,10 @@ Expected<CommSets> agreed_comm_sets(const std::vector<CollectiveSample>& samples
   CommSets out;
   std::vector<std::string> where;  // the sample that stated each of `out`
   for (const auto& c : samples) {
-    for (const auto& [name, value] : c.comm_sets) {
+    for (const auto& set : c.comm_sets) {
+      // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+      const std::string& name = set.first;
+      const std::string& value = set.second;
       if (std::any_of(overrides.begin(), overrides.end(), [&](const auto& o) { return o.first == name; })) continue;
       const auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == name; });
       if (it == out.end()) {
